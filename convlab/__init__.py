@@ -1,0 +1,20 @@
+"""convlab: N-D convolutions on the CPU, for learning and for shipping.
+
+Public API (names fixed by SPEC §6): :func:`convolve`, :func:`algorithms`,
+:func:`register_algorithm`, :func:`select_algorithm`, :func:`explain`.
+"""
+from convlab.registry import (Algorithm, Estimate, algorithms, register_algorithm,
+                              unregister_algorithm)
+from convlab.api import convolve, explain, select_algorithm
+from convlab.params import ConvProblem, make_problem
+from convlab.threads import effective_threads
+from convlab import strategies as _builtin_strategies  # noqa: F401  (registers them)
+from convlab import reference
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Algorithm", "ConvProblem", "Estimate", "algorithms", "convolve", "effective_threads",
+    "explain", "make_problem", "reference", "register_algorithm", "select_algorithm",
+    "unregister_algorithm",
+]

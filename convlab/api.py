@@ -1,0 +1,138 @@
+"""The public one-shot entry points: ``convolve``, ``select_algorithm`` and ``explain``."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from convlab import params, select
+from convlab.params import ConvProblem, IntOrSeq
+from convlab.threads import effective_threads
+
+
+def _describe_call(src, weights, bias, attributes) -> ConvProblem:
+    """Validate the arguments' shapes, dtypes and attributes into a problem."""
+    def shape_dtype(name, value):
+        if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+            value = params.as_array(name, value)
+        return tuple(value.shape), np.dtype(value.dtype)
+
+    src_shape, src_dtype = shape_dtype("src", src)
+    weights_shape, weights_dtype = shape_dtype("weights", weights)
+    bias_shape, bias_dtype = (None, None) if bias is None else shape_dtype("bias", bias)
+    return params.make_problem(src_shape, src_dtype, weights_shape, weights_dtype,
+                               bias_shape, bias_dtype, **attributes)
+
+
+def _check_out(out, problem: ConvProblem, inputs) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != problem.dst_shape:
+        raise ValueError(f"out has shape {out.shape}; expected {problem.dst_shape} "
+                         f"(dst in data_format={problem.data_format!r})")
+    if out.dtype != problem.dtype:
+        raise ValueError(f"out has dtype {out.dtype}; expected {problem.dtype} (the compute "
+                         f"dtype of src, weights and bias)")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only; expected a writeable array")
+    for name, array in inputs:
+        if array is not None and np.may_share_memory(out, array):
+            raise ValueError(f"out overlaps {name}; expected separate memory, since inputs "
+                             f"are never modified")
+
+
+def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: IntOrSeq = None,
+             pads_end: IntOrSeq = None, dilations: IntOrSeq = None, auto_pad: str = "none",
+             groups: int = 1, data_format: str = "NXC", weights_format: str = "XIO",
+             algorithm: str = "auto", threads: Optional[int] = None,
+             out: Optional[np.ndarray] = None) -> np.ndarray:
+    """N-D convolution (cross-correlation) as in oneDNN Graph / OpenVINO Convolution-1.
+
+    ``dst[n, g*OCg+oc, o] = bias[g*OCg+oc] + sum_{ic,k} src[n, g*ICg+ic, o*S + k*D - P_b]
+    * weights[g*OCg+oc, ic, k]``, with zero padding and
+    ``O = floor((I + P_b + P_e - ((K-1)*D + 1)) / S) + 1``.
+
+    Parameters
+    ----------
+    src : array_like
+        ``(N, I..., IC)`` for ``data_format="NXC"`` (default) or ``(N, IC, I...)`` for "NCX".
+    weights : array_like
+        ``(K..., IC/G, OC)`` for ``weights_format="XIO"`` (default) or ``(OC, IC/G, K...)``
+        for "OIX".
+    bias : array_like, optional
+        Shape ``(OC,)``.
+    strides, dilations : int or sequence of int, optional
+        Per spatial axis, each >= 1; dilation 1 is a dense kernel.
+    pads_begin, pads_end : int or sequence of int, optional
+        Zeros added before/after each spatial axis (negative values crop).
+    auto_pad : {"none", "same_upper", "same_lower", "valid"}
+        ONNX spellings are accepted too. Other than "none", explicit pads are ignored.
+    groups : int
+        Must divide IC and OC. ``groups == IC`` with IC/G == 1 is depthwise.
+    algorithm : str
+        "auto" or a name from :func:`convlab.algorithms`.
+    threads : int, optional
+        Thread count for this call; default: the effective core count (OMP_NUM_THREADS
+        honoured). Negative counts from the available cores (-1 = all).
+    out : numpy.ndarray, optional
+        Destination of the dst shape and compute dtype.
+
+    Returns
+    -------
+    numpy.ndarray
+        dst in ``data_format``, in the compute dtype (float32 unless an input is float64).
+    """
+    src = params.as_array("src", src)
+    weights = params.as_array("weights", weights)
+    bias = None if bias is None else params.as_array("bias", bias)
+    problem = _describe_call(src, weights, bias, dict(
+        strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+        auto_pad=auto_pad, groups=groups, data_format=data_format,
+        weights_format=weights_format))
+    n_threads = effective_threads(threads)
+    chosen = select.resolve(algorithm, problem, n_threads)
+    if out is not None:
+        _check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
+
+    writes_in_place = (out is not None and problem.data_format == "NXC"
+                       and out.flags.c_contiguous)
+    if writes_in_place:
+        dst = out
+    else:
+        dst = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
+                       dtype=problem.dtype)
+    if problem.batch > 0:
+        prepared = chosen.prepare_weights(problem, params.canonical_weights(weights, problem))
+        chosen.run(problem, params.canonical_src(src, problem), prepared,
+                   params.canonical_bias(bias, problem), dst, n_threads)
+    if writes_in_place:
+        return out
+    result = params.user_dst(dst, problem)
+    if out is not None:
+        out[...] = result
+        return out
+    return np.ascontiguousarray(result)
+
+
+def _problem_and_threads(src, weights, bias, threads, attributes):
+    return _describe_call(src, weights, bias, attributes), effective_threads(threads)
+
+
+def select_algorithm(src, weights, bias=None, *, threads: Optional[int] = None,
+                     **attributes) -> str:
+    """The name of the algorithm ``algorithm="auto"`` would run for these arguments.
+
+    ``src`` and ``weights`` may be arrays or anything with ``shape`` and ``dtype``.
+    """
+    problem, n_threads = _problem_and_threads(src, weights, bias, threads, attributes)
+    return select.choose(problem, n_threads)
+
+
+def explain(src, weights, bias=None, *, threads: Optional[int] = None,
+            **attributes) -> select.Explanation:
+    """A readable account of the choice: each algorithm's verdict, estimate, and the pick.
+
+    ``print()`` it for text, or call ``.to_dict()``.
+    """
+    problem, n_threads = _problem_and_threads(src, weights, bias, threads, attributes)
+    return select.explain_problem(problem, n_threads)

@@ -1,0 +1,118 @@
+"""The strategy registry: a dict of algorithms plus a decorator to add one.
+
+An algorithm is a name and four callables:
+
+``run(problem, src, weights, bias, dst, threads)``
+    Computes into ``dst``. Arrays are in the canonical layouts of
+    :mod:`convlab.params` (src NXC, dst NXC, weights as prepared) and in
+    ``problem.dtype``. ``bias`` is ``None`` or shape (OC,). ``src`` must not be written.
+``supports(problem)``
+    ``None`` when the algorithm can run the problem, else the reason it cannot.
+``cost(problem, threads)``
+    An :class:`Estimate` of the run time, for the auto selector and ``explain``.
+``prepare_weights(problem, weights)``
+    Turns canonical weights (G, K..., IC/G, OC/G) into whatever ``run`` wants.
+    A plan calls it once and reuses the result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+from convlab.params import ConvProblem
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Estimated seconds, and the figures that went into the estimate (for ``explain``)."""
+
+    seconds: float
+    inputs: Dict[str, Any] = field(default_factory=dict)
+
+
+def _keep_weights(problem: ConvProblem, weights):
+    return weights
+
+
+def _always(problem: ConvProblem) -> Optional[str]:
+    return None
+
+
+def _unknown_cost(problem: ConvProblem, threads: int) -> Estimate:
+    return Estimate(float("inf"), {"note": "no cost model"})
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    run: Callable[..., None]
+    supports: Callable[[ConvProblem], Optional[str]] = _always
+    cost: Callable[[ConvProblem, int], Estimate] = _unknown_cost
+    prepare_weights: Callable[[ConvProblem, Any], Any] = _keep_weights
+    # False keeps an algorithm out of "auto" (the float64 reference is an oracle, not a contender).
+    auto: bool = True
+    description: str = ""
+
+
+_REGISTRY: Dict[str, Algorithm] = {}
+
+
+def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
+                       auto: bool = True, description: str = "", replace: bool = False):
+    """Add an algorithm to the registry.
+
+    Use it as a decorator on the run function::
+
+        @convlab.register_algorithm("mine", supports=lambda p: None)
+        def run_mine(problem, src, weights, bias, dst, threads):
+            ...
+
+    or call it with a ready :class:`Algorithm`. A name already taken raises
+    ``ValueError`` unless ``replace=True``.
+    """
+    if isinstance(name_or_algorithm, Algorithm):
+        _add(name_or_algorithm, replace)
+        return name_or_algorithm
+    name = name_or_algorithm
+    if not isinstance(name, str) or not name or name in ("auto", "tune"):
+        raise ValueError(f"algorithm name {name!r} must be a non-empty string other than "
+                         f"'auto' and 'tune'")
+
+    def decorator(run):
+        _add(Algorithm(name=name, run=run, supports=supports or _always,
+                       cost=cost or _unknown_cost, prepare_weights=prepare_weights or _keep_weights,
+                       auto=auto, description=description or (run.__doc__ or "").strip()
+                       .split("\n")[0]), replace)
+        return run
+
+    return decorator
+
+
+def _add(algorithm: Algorithm, replace: bool) -> None:
+    if algorithm.name in _REGISTRY and not replace:
+        raise ValueError(f"algorithm {algorithm.name!r} is already registered; pass "
+                         f"replace=True to override it")
+    _REGISTRY[algorithm.name] = algorithm
+
+
+def unregister_algorithm(name: str) -> None:
+    """Remove an algorithm (mainly for tests and experiments)."""
+    _REGISTRY.pop(name, None)
+
+
+def algorithms() -> List[str]:
+    """Names of the registered algorithms, in registration order."""
+    return list(_REGISTRY)
+
+
+def registered() -> List[Algorithm]:
+    return list(_REGISTRY.values())
+
+
+def get_algorithm(name) -> Algorithm:
+    """Look a name up; an unknown one raises ``ValueError`` listing the known names."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"algorithm={name!r} is not registered; expected 'auto' or one of "
+                         f"{algorithms()}") from None

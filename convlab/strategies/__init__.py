@@ -1,0 +1,2 @@
+"""Built-in algorithms (strategies). Importing this package registers them, in this order."""
+from convlab.strategies import reference, direct  # noqa: F401
