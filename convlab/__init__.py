@@ -3,6 +3,13 @@
 Public API (names fixed by SPEC §6): :func:`convolve`, :func:`algorithms`,
 :func:`register_algorithm`, :func:`select_algorithm`, :func:`explain`.
 """
+from pkgutil import extend_path
+
+# From a source checkout (``python -m convlab`` in the repository root) this folder
+# shadows the installed package; extending the path lets ``convlab.kernels`` find
+# the installed compiled modules (see convlab/kernels/__init__.py).
+__path__ = extend_path(__path__, __name__)
+
 from convlab.registry import (Algorithm, Estimate, algorithms, register_algorithm,
                               unregister_algorithm)
 from convlab.api import convolve, explain, select_algorithm
