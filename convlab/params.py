@@ -156,6 +156,11 @@ def _spatial_tuple(name: str, value: IntOrSeq, rank: int, default: int, minimum)
             if v < minimum:
                 raise ValueError(f"{name}={values!r}: entry {v} on spatial axis {axis} must be "
                                  f">= {minimum}")
+    for axis, v in enumerate(values):
+        # kernels form o*S + k*D - P_b in signed 64-bit arithmetic; bounded terms cannot wrap
+        if abs(v) > MAX_ELEMENTS:
+            raise ValueError(f"{name}={values!r}: entry {v} on spatial axis {axis} must be "
+                             f"at most 2**53 in magnitude")
     return values
 
 
@@ -231,6 +236,8 @@ def compute_dtype(*named_dtypes) -> np.dtype:
     for name, dtype in named_dtypes:
         if dtype is None:
             continue
+        # byte order is storage, not type: '>f4' data is float32, converted at the boundary
+        dtype = dtype.newbyteorder("=")
         _check_dtype(name, dtype)
         floats.append(dtype if dtype.kind == "f" else np.dtype(np.float64))
     return np.result_type(*floats)
@@ -327,6 +334,10 @@ def make_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shape=
         i, k, s, d = input_shape[axis], kernel_shape[axis], strides[axis], dilations[axis]
         pb, pe = pads_begin[axis], pads_end[axis]
         padded = i + pb + pe
+        if padded > MAX_ELEMENTS or max(abs(pb), abs(pe)) > MAX_ELEMENTS:
+            raise ValueError(f"spatial axis {axis}: pads_begin={pb} and pads_end={pe} "
+                             f"(auto_pad={auto_pad!r}) pad the input extent {i} to {padded}; "
+                             f"expected pads and padded extent of at most 2**53")
         if padded < 1:
             raise ValueError(f"spatial axis {axis}: pads_begin={pb} and pads_end={pe} crop "
                              f"the input extent {i} to {padded}; expected a padded extent >= 1")

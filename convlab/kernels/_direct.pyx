@@ -1,5 +1,19 @@
 # cython: language_level=3
-"""Direct convolution on canonical layouts (placeholder: simple loops, to be tuned)."""
+"""Direct convolution on canonical layouts, three spatial axes (callers lift ranks 1-2).
+
+The output is cut into independent items (a row segment of one block of output
+channels, see ``cl_plan`` in direct_microkernel.h) that OpenMP threads share. Each item
+runs a register-blocked C microkernel compiled for several instruction sets; the widest
+one the CPU supports is chosen once at import (``CONVLAB_DIRECT_ISA`` or
+:func:`set_isa` override it, for tests and comparisons).
+
+Weights arrive repacked by ``convlab.strategies.direct.prepare_weights``:
+
+* dense/grouped: (G, KD, KH, KW, ICg, OCgp), OCgp >= OCg zero-padded, and bias (G, OCgp);
+* depthwise (ICg == OCg == 1): (KD, KH, KW, Gp), Gp >= G zero-padded, and bias (Gp,).
+"""
+import os
+
 cimport cython
 from cython.parallel cimport prange
 
@@ -7,42 +21,245 @@ ctypedef fused real:
     float
     double
 
+cdef extern from "direct_microkernel.h" nogil:
+    int CL_ISA_DEFAULT
+    int CL_ISA_AVX2
+    int CL_ISA_AVX512
+    ctypedef struct cl_geom:
+        Py_ssize_t N, ID, IH, IW, IC
+        Py_ssize_t OD, OH, OW, OC
+        Py_ssize_t G, KD, KH, KW, ICg, OCg, OCgp
+        Py_ssize_t sd, sh, sw, dd, dh, dw, pd, ph, pw
+        int depthwise
+        int isa
+        Py_ssize_t V, nvec, nchunk, nvchunk, seglen, nseg, ow_lo, ow_hi, nitems
+    int cl_isa_supported(int isa)
+    int cl_isa_best()
+    Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
+    void cl_item_f32(const cl_geom *g, const float *src, const float *w, const float *bias,
+                     float *dst, Py_ssize_t item)
+    void cl_item_f64(const cl_geom *g, const double *src, const double *w,
+                     const double *bias, double *dst, Py_ssize_t item)
+
+# Indexed by the CL_ISA_* levels.
+ISA_NAMES = ("default", "avx2", "avx512")
+
+# The padded channel axis of prepared weights is a multiple of this many bytes, so a
+# vector of any level (16, 32 or 64 bytes) never reads past it.
+PAD_BYTES = 64
+
+cdef int _isa = cl_isa_best()
+
+
+def supported_isas():
+    """Names of the instruction-set levels this CPU can run, narrowest first."""
+    return [name for level, name in enumerate(ISA_NAMES) if cl_isa_supported(level)]
+
+
+def get_isa():
+    """The level the microkernels use now (narrower ones are still picked for very few
+    channels, where wide vectors would waste lanes)."""
+    return ISA_NAMES[_isa]
+
+
+def set_isa(name):
+    """Use instruction-set level ``name`` ("default", "avx2", "avx512", or "best");
+    returns the previous name. For tests and comparisons."""
+    global _isa
+    previous = ISA_NAMES[_isa]
+    if name == "best":
+        _isa = cl_isa_best()
+        return previous
+    if name not in ISA_NAMES:
+        raise ValueError(f"isa={name!r} is not known; expected 'best' or one of "
+                         f"{list(ISA_NAMES)}")
+    level = ISA_NAMES.index(name)
+    if not cl_isa_supported(level):
+        raise ValueError(f"isa={name!r} is not supported by this CPU or build; expected one "
+                         f"of {supported_isas()}")
+    _isa = level
+    return previous
+
+
+def _isa_from_environment():
+    name = os.environ.get("CONVLAB_DIRECT_ISA", "").strip().lower()
+    if not name:
+        return
+    try:
+        set_isa(name)
+    except ValueError as exc:
+        import warnings
+        warnings.warn(f"CONVLAB_DIRECT_ISA ignored: {exc}", RuntimeWarning, stacklevel=2)
+
+
+_isa_from_environment()
+
+
+def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
+    """channels rounded up to a multiple of PAD_BYTES // itemsize."""
+    cdef Py_ssize_t lanes = PAD_BYTES // itemsize
+    return (channels + lanes - 1) // lanes * lanes
+
+
+cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
+                      strides, dilations, pads_begin) except -1:
+    g.N = src_shape[0]
+    g.ID = src_shape[1]
+    g.IH = src_shape[2]
+    g.IW = src_shape[3]
+    g.IC = src_shape[4]
+    g.OD = dst_shape[1]
+    g.OH = dst_shape[2]
+    g.OW = dst_shape[3]
+    g.OC = dst_shape[4]
+    g.sd, g.sh, g.sw = strides
+    g.dd, g.dh, g.dw = dilations
+    g.pd, g.ph, g.pw = pads_begin
+    if g.sd < 1 or g.sh < 1 or g.sw < 1 or g.dd < 1 or g.dh < 1 or g.dw < 1:
+        raise ValueError(f"strides={tuple(strides)} and dilations={tuple(dilations)} must "
+                         f"be >= 1")
+    if dst_shape[0] != g.N:
+        raise ValueError(f"dst batch {dst_shape[0]} must equal src batch {g.N}")
+    return 0
+
+
+cdef int _check_extents(const cl_geom *g) except -1:
+    cdef Py_ssize_t axis
+    for axis, extents in enumerate(((g.OD, g.ID, g.KD), (g.OH, g.IH, g.KH), (g.OW, g.IW, g.KW))):
+        if min(extents) < 1:
+            raise ValueError(f"spatial axis {axis}: output, input and kernel extents "
+                             f"{extents} must all be >= 1")
+    return 0
+
 
 def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] weights,
-                const real[::1] bias, real[:, :, :, :, ::1] dst,
+                const real[:, ::1] bias, real[:, :, :, :, ::1] dst,
                 strides, dilations, pads_begin, int threads):
-    """src (N, ID, IH, IW, IC), weights (G, KD, KH, KW, ICg, OCg), dst (N, OD, OH, OW, OC)."""
-    cdef Py_ssize_t N = dst.shape[0], OD = dst.shape[1], OH = dst.shape[2], OW = dst.shape[3]
-    cdef Py_ssize_t ID = src.shape[1], IH = src.shape[2], IW = src.shape[3]
-    cdef Py_ssize_t G = weights.shape[0], KD = weights.shape[1], KH = weights.shape[2]
-    cdef Py_ssize_t KW = weights.shape[3], ICg = weights.shape[4], OCg = weights.shape[5]
-    cdef Py_ssize_t sd = strides[0], sh = strides[1], sw = strides[2]
-    cdef Py_ssize_t dd = dilations[0], dh = dilations[1], dw = dilations[2]
-    cdef Py_ssize_t pd = pads_begin[0], ph = pads_begin[1], pw = pads_begin[2]
-    cdef bint has_bias = bias is not None
-    cdef Py_ssize_t row, n, od, oh, ow, g, kd, kh, kw, ic, oc, id_, ih, iw
-    cdef real v
-    for row in prange(N * OD * OH, nogil=True, num_threads=threads, schedule="static"):
-        n = row // (OD * OH)
-        od = (row // OH) % OD
-        oh = row % OH
-        for ow in range(OW):
-            for g in range(G):
-                for oc in range(OCg):
-                    dst[n, od, oh, ow, g * OCg + oc] = bias[g * OCg + oc] if has_bias else 0
-                for kd in range(KD):
-                    id_ = od * sd + kd * dd - pd
-                    if id_ < 0 or id_ >= ID:
-                        continue
-                    for kh in range(KH):
-                        ih = oh * sh + kh * dh - ph
-                        if ih < 0 or ih >= IH:
-                            continue
-                        for kw in range(KW):
-                            iw = ow * sw + kw * dw - pw
-                            if iw < 0 or iw >= IW:
-                                continue
-                            for ic in range(ICg):
-                                v = src[n, id_, ih, iw, g * ICg + ic]
-                                for oc in range(OCg):
-                                    dst[n, od, oh, ow, g * OCg + oc] += v * weights[g, kd, kh, kw, ic, oc]
+    """Dense or grouped convolution.
+
+    src (N, ID, IH, IW, IC), weights (G, KD, KH, KW, ICg, OCgp), bias None or (G, OCgp)
+    (padded like the weights), dst (N, OD, OH, OW, OC) with OC = G * OCg, written in full.
+    """
+    cdef cl_geom g
+    cdef Py_ssize_t item, nitems
+    cdef const real *sp
+    cdef const real *wp
+    cdef const real *bp
+    cdef real *dp
+    cdef int nthreads
+    _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin)
+    g.G = weights.shape[0]
+    g.KD = weights.shape[1]
+    g.KH = weights.shape[2]
+    g.KW = weights.shape[3]
+    g.ICg = weights.shape[4]
+    g.OCgp = weights.shape[5]
+    g.depthwise = 0
+    if g.G < 1 or g.ICg * g.G != g.IC:
+        raise ValueError(f"weights have G={g.G} groups of ICg={g.ICg} input channels; "
+                         f"expected G * ICg == IC={g.IC} (src channels)")
+    if g.OC % g.G:
+        raise ValueError(f"dst has OC={g.OC} channels; expected a multiple of G={g.G}")
+    g.OCg = g.OC // g.G
+    if g.OCgp < g.OCg or g.OCgp != padded_channels(g.OCg, sizeof(real)):
+        raise ValueError(f"weights' last axis is {g.OCgp}; expected OCg={g.OCg} padded to "
+                         f"{padded_channels(g.OCg, sizeof(real))} (see prepare_weights)")
+    _check_extents(&g)
+    if bias is None:
+        import numpy
+        bias = numpy.zeros((g.G, g.OCgp), dtype=numpy.float32 if real is float else numpy.float64)
+    if bias.shape[0] != g.G or bias.shape[1] != g.OCgp:
+        raise ValueError(f"bias has shape {tuple(bias.shape)[:2]}; expected ({g.G}, {g.OCgp})")
+
+    nthreads = threads if threads > 0 else 1
+    nitems = cl_plan(&g, _isa, nthreads, sizeof(real))
+    sp = &src[0, 0, 0, 0, 0]
+    wp = &weights[0, 0, 0, 0, 0, 0]
+    bp = &bias[0, 0]
+    dp = &dst[0, 0, 0, 0, 0]
+    if nthreads > nitems:
+        nthreads = <int>nitems
+    with nogil:
+        for item in prange(nitems, num_threads=nthreads, schedule="static"):
+            if real is float:
+                cl_item_f32(&g, sp, wp, bp, dp, item)
+            else:
+                cl_item_f64(&g, sp, wp, bp, dp, item)
+
+
+def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] weights,
+                   const real[::1] bias, real[:, :, :, :, ::1] dst,
+                   strides, dilations, pads_begin, int threads):
+    """Depthwise convolution: groups == IC == OC, one input and one output channel each.
+
+    src (N, ID, IH, IW, C), weights (KD, KH, KW, Cp), bias None or (Cp,) (padded like the
+    weights), dst (N, OD, OH, OW, C), written in full.
+    """
+    cdef cl_geom g
+    cdef Py_ssize_t item, nitems
+    cdef const real *sp
+    cdef const real *wp
+    cdef const real *bp
+    cdef real *dp
+    cdef int nthreads
+    _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin)
+    g.KD = weights.shape[0]
+    g.KH = weights.shape[1]
+    g.KW = weights.shape[2]
+    g.OCgp = weights.shape[3]
+    g.G = g.IC
+    g.ICg = 1
+    g.OCg = 1
+    g.depthwise = 1
+    if g.OC != g.IC:
+        raise ValueError(f"dst has {g.OC} channels; a depthwise convolution needs as many "
+                         f"as src ({g.IC})")
+    if g.OCgp < g.G or g.OCgp != padded_channels(g.G, sizeof(real)):
+        raise ValueError(f"weights' last axis is {g.OCgp}; expected C={g.G} padded to "
+                         f"{padded_channels(g.G, sizeof(real))} (see prepare_weights)")
+    _check_extents(&g)
+    if bias is None:
+        import numpy
+        bias = numpy.zeros(g.OCgp, dtype=numpy.float32 if real is float else numpy.float64)
+    if bias.shape[0] != g.OCgp:
+        raise ValueError(f"bias has shape ({bias.shape[0]},); expected ({g.OCgp},)")
+
+    nthreads = threads if threads > 0 else 1
+    nitems = cl_plan(&g, _isa, nthreads, sizeof(real))
+    sp = &src[0, 0, 0, 0, 0]
+    wp = &weights[0, 0, 0, 0]
+    bp = &bias[0]
+    dp = &dst[0, 0, 0, 0, 0]
+    if nthreads > nitems:
+        nthreads = <int>nitems
+    with nogil:
+        for item in prange(nitems, num_threads=nthreads, schedule="static"):
+            if real is float:
+                cl_item_f32(&g, sp, wp, bp, dp, item)
+            else:
+                cl_item_f64(&g, sp, wp, bp, dp, item)
+
+
+def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssize_t oc,
+                 output_shape, Py_ssize_t groups, strides, dilations, pads_begin,
+                 bint depthwise, Py_ssize_t itemsize, int threads):
+    """How a call would be cut up (for explain output and tests): a dict of the plan."""
+    cdef cl_geom g
+    g.N = n
+    g.ID, g.IH, g.IW = input_shape
+    g.IC = ic
+    g.OD, g.OH, g.OW = output_shape
+    g.OC = oc
+    g.KD, g.KH, g.KW = kernel_shape
+    g.G = groups
+    g.ICg = ic // groups
+    g.OCg = oc // groups
+    g.sd, g.sh, g.sw = strides
+    g.dd, g.dh, g.dw = dilations
+    g.pd, g.ph, g.pw = pads_begin
+    g.depthwise = depthwise
+    g.OCgp = padded_channels(g.G if depthwise else g.OCg, itemsize)
+    cl_plan(&g, _isa, threads if threads > 0 else 1, itemsize)
+    return {"isa": ISA_NAMES[g.isa], "lanes": g.V, "vectors": g.nvec, "chunks": g.nchunk,
+            "segments": g.nseg, "segment_length": g.seglen, "interior": (g.ow_lo, g.ow_hi),
+            "items": g.nitems}

@@ -1,9 +1,20 @@
 """``direct``: the Cython/OpenMP direct kernel on canonical NXC layouts.
 
 The kernel is written for three spatial axes; 1-D and 2-D problems are lifted
-to 3-D by adding unit axes (free reshapes, no copies).
+to 3-D by adding unit axes (free reshapes, no copies). A pointwise problem
+(every K_i == 1, stride 1, no pads) is one long row of pixels, which the kernel
+blocks better than many short rows.
+
+``prepare_weights`` repacks the canonical (G, K..., IC/G, OC/G) weights for the
+microkernels (see ``convlab/kernels/_direct.pyx``): the channel axis the kernel
+vectorises over is zero-padded to 64 bytes, and depthwise weights become (K..., C)
+so that consecutive channels sit next to each other, as they do in NXC src.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
 
 from convlab.kernels import _direct
 from convlab.registry import Estimate, register_algorithm
@@ -14,6 +25,10 @@ KERNEL_RANK = 3
 # TODO([selection]): fit from bench runs and cite the run.
 ASSUMED_GFLOPS_PER_THREAD = 10.0
 
+# The microkernels read whole 64-byte vectors along the padded channel axis; keeping the
+# arrays 64-byte aligned keeps those reads inside one cache line each.
+ALIGN_BYTES = 64
+
 
 def lift(shape, rank):
     """Insert unit spatial axes after the leading axis so rank becomes KERNEL_RANK."""
@@ -22,6 +37,71 @@ def lift(shape, rank):
 
 def lift_spatial(values, rank, fill):
     return (fill,) * (KERNEL_RANK - rank) + tuple(values)
+
+
+def is_depthwise(problem) -> bool:
+    """One input and one output channel per group: the channel-vectorised kernel."""
+    return (problem.groups > 1 and problem.in_channels_per_group == 1
+            and problem.out_channels_per_group == 1)
+
+
+def is_pointwise_flat(problem) -> bool:
+    """K_i == 1, S_i == 1 and no pads: output pixel p reads input pixel p only."""
+    return (all(k == 1 for k in problem.kernel_shape) and all(s == 1 for s in problem.strides)
+            and not any(problem.pads_begin) and not any(problem.pads_end))
+
+
+def aligned_zeros(shape, dtype) -> np.ndarray:
+    """Zeros whose data starts on an ALIGN_BYTES boundary."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.zeros(count * dtype.itemsize + ALIGN_BYTES, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN_BYTES
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+@dataclass(frozen=True)
+class PreparedWeights:
+    """Weights in the microkernel layout.
+
+    ``depthwise`` False: (G, KD, KH, KW, ICg, OCgp); True: (KD, KH, KW, Cp). The spatial
+    axes are already lifted to three.
+    """
+
+    depthwise: bool
+    array: np.ndarray
+
+
+def prepare_weights(problem, weights) -> PreparedWeights:
+    """Repack canonical (G, K..., ICg, OCg) weights for the microkernels."""
+    r = problem.rank
+    weights = np.asarray(weights, dtype=problem.dtype)
+    kernel = lift_spatial(problem.kernel_shape, r, 1)
+    g, icg, ocg = problem.groups, problem.in_channels_per_group, problem.out_channels_per_group
+    itemsize = problem.dtype.itemsize
+    if is_depthwise(problem):
+        padded = _direct.padded_channels(g, itemsize)
+        packed = aligned_zeros((*kernel, padded), problem.dtype)
+        # (G, K..., 1, 1) -> (K..., G)
+        packed[..., :g] = np.moveaxis(weights.reshape(g, *kernel), 0, -1)
+        return PreparedWeights(True, packed)
+    padded = _direct.padded_channels(ocg, itemsize)
+    packed = aligned_zeros((g, *kernel, icg, padded), problem.dtype)
+    packed[..., :ocg] = weights.reshape(g, *kernel, icg, ocg)
+    return PreparedWeights(False, packed)
+
+
+def _padded_bias(problem, bias, prepared):
+    if bias is None:
+        return None
+    if prepared.depthwise:
+        padded = np.zeros(prepared.array.shape[-1], dtype=problem.dtype)
+        padded[:problem.out_channels] = bias
+        return padded
+    g, ocg = problem.groups, problem.out_channels_per_group
+    padded = np.zeros((g, prepared.array.shape[-1]), dtype=problem.dtype)
+    padded[:, :ocg] = np.asarray(bias).reshape(g, ocg)
+    return padded
 
 
 def _supports(problem):
@@ -36,17 +116,27 @@ def _cost(problem, threads):
                                            "gflops_per_thread": ASSUMED_GFLOPS_PER_THREAD})
 
 
-@register_algorithm("direct", supports=_supports, cost=_cost,
+@register_algorithm("direct", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
                     description="Cython/OpenMP loops over output blocks; ranks 1-3, all attributes")
 def run_direct(problem, src, weights, bias, dst, threads):
+    if not isinstance(weights, PreparedWeights):
+        weights = prepare_weights(problem, weights)
+    if not dst.flags.c_contiguous:
+        # The reshapes below must be views of dst, or the result would be lost.
+        raise ValueError("dst must be C-contiguous (the canonical layout)")
     r = problem.rank
-    _direct.conv_direct(
-        src.reshape(lift(src.shape, r)),
-        weights.reshape(lift(weights.shape, r)),
-        bias,
-        dst.reshape(lift(dst.shape, r)),
-        lift_spatial(problem.strides, r, 1),
-        lift_spatial(problem.dilations, r, 1),
-        lift_spatial(problem.pads_begin, r, 0),
-        threads,
-    )
+    if is_pointwise_flat(problem):
+        # Same pixel order in src and dst: one row of N * prod(I) pixels.
+        pixels = src.size // problem.in_channels
+        src5 = src.reshape(1, 1, 1, pixels, problem.in_channels)
+        dst5 = dst.reshape(1, 1, 1, pixels, problem.out_channels)
+        strides, dilations, pads = (1, 1, 1), (1, 1, 1), (0, 0, 0)
+    else:
+        src5 = src.reshape(lift(src.shape, r))
+        dst5 = dst.reshape(lift(dst.shape, r))
+        strides = lift_spatial(problem.strides, r, 1)
+        dilations = lift_spatial(problem.dilations, r, 1)
+        pads = lift_spatial(problem.pads_begin, r, 0)
+    kernel = _direct.conv_depthwise if weights.depthwise else _direct.conv_direct
+    kernel(src5, weights.array, _padded_bias(problem, bias, weights), dst5,
+           strides, dilations, pads, threads)

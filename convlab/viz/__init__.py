@@ -1,0 +1,45 @@
+"""Figures for learning convolution, computed by convlab itself.
+
+Nothing here is drawn by hand. Which input elements an output reads, how far a
+receptive field reaches, which channels feed which: each answer comes from running
+:func:`convlab.convolve` on one-hot inputs (or from the resolved
+:class:`convlab.ConvProblem`), so a figure is right whenever the kernels are right,
+for any parameters the reader picks.
+
+Every topic comes in two halves:
+
+* **computing** functions return NumPy arrays and small dataclasses and never touch
+  matplotlib, so tests can check what they compute;
+* **drawing** functions (``plot_*``, ``animate_*``) take those results and return a
+  :class:`matplotlib.figure.Figure` or :class:`matplotlib.animation.FuncAnimation`.
+  matplotlib is imported inside them, so ``import convlab.viz`` works without it.
+  The figures are not registered with pyplot: in Jupyter run ``%matplotlib inline``
+  once (or import pyplot) and a cell whose value is a figure shows it; elsewhere
+  call ``fig.savefig(...)``. Animations become HTML with :func:`to_html` or a GIF
+  with :func:`save_gif`.
+
+Topics (one module each):
+
+* :mod:`convlab.viz.windows`: the window of taps each output reads over the padded
+  input, step by step and as an animation;
+* :mod:`convlab.viz.receptive`: receptive fields through a chain of layers;
+* :mod:`convlab.viz.channels`: which input channels feed which output channels
+  (groups, depthwise);
+* :mod:`convlab.viz.layout`: where each element of src and weights sits in memory for
+  NCX/NXC and OIX/XIO.
+
+Later topics (im2col matrices, Winograd stages, maps of the automatic choice) add
+their own modules beside these.
+"""
+from convlab.viz.channels import channel_connectivity, plot_channel_groups
+from convlab.viz.layout import memory_order, plot_memory_layout, src_offsets, weights_offsets
+from convlab.viz.receptive import Layer, ReceptiveField, plot_receptive_field, receptive_field
+from convlab.viz.render import save_gif, to_html
+from convlab.viz.windows import Windows, animate_windows, plot_window, windows
+
+__all__ = [
+    "Layer", "ReceptiveField", "Windows", "animate_windows", "channel_connectivity",
+    "memory_order", "plot_channel_groups", "plot_memory_layout", "plot_receptive_field",
+    "plot_window", "receptive_field", "save_gif", "src_offsets", "to_html", "weights_offsets",
+    "windows",
+]

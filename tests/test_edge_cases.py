@@ -1,0 +1,156 @@
+"""Special values (NaN, Inf), empty batches and extreme but valid shapes, per algorithm."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import convlab
+from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
+                      skip_unless_supported, to_data_format, to_weights_format)
+
+FORMATS = [pytest.param("NCX", "OIX", id="NCX-OIX"), pytest.param("NXC", "XIO", id="NXC-XIO")]
+DTYPES = ["float32", "float64"]
+
+
+def run(algorithm, src, weights, bias=None, **attributes):
+    skip_unless_supported(algorithm, problem_of(src, weights, bias, attributes))
+    return convlab.convolve(src, weights, bias, algorithm=algorithm, **attributes)
+
+
+def assert_same_special_values(got, expected):
+    for kind in (np.isnan, np.isposinf, np.isneginf):
+        mismatch = kind(got) != kind(expected)
+        if mismatch.any():
+            raise AssertionError(
+                f"{kind.__name__} differs from the reference at {int(mismatch.sum())} of "
+                f"{mismatch.size} elements, first {np.argwhere(mismatch)[:5].tolist()}")
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("data_format, weights_format", FORMATS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_nan_and_inf_in_src_reach_exactly_their_windows(rng, algorithm, dtype, data_format,
+                                                        weights_format):
+    src = rng.standard_normal((2, 2, 7, 9)).astype(dtype)
+    # positive weights: an infinity keeps its sign through every product
+    weights = (np.abs(rng.standard_normal((3, 2, 3, 3))) + 0.5).astype(dtype)
+    src[0, 1, 2, 3] = np.nan
+    src[1, 0, 1, 1] = np.inf
+    src[1, 1, 2, 2] = -np.inf  # its windows overlap the +inf ones: inf - inf is NaN there
+    src[1, 0, 6, 8] = -np.inf
+    attributes = dict(pads_begin=1, pads_end=(0, 2), data_format=data_format,
+                      weights_format=weights_format)
+    src, weights = to_data_format(src, data_format), to_weights_format(weights, weights_format)
+    got = run(algorithm, src, weights, **attributes)
+    expected = convlab.reference.convolve(src, weights, **attributes)
+    for kind in (np.isnan, np.isposinf, np.isneginf):  # the design hits every kind
+        assert kind(expected).any() and not kind(expected).all()
+    assert_same_special_values(got, expected)
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("data_format, weights_format", FORMATS)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_nan_and_inf_in_weights_and_bias_fill_their_channels(rng, algorithm, data_format,
+                                                             weights_format):
+    src = rng.standard_normal((2, 4, 6, 5)).astype(np.float32)
+    weights = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(6).astype(np.float32)
+    weights[1, 0, 1, 1] = np.nan  # no padding: every window multiplies this tap by real data
+    bias[3] = np.inf
+    bias[4] = -np.inf
+    bias[5] = np.nan
+    attributes = dict(groups=2, data_format=data_format, weights_format=weights_format)
+    src, weights = to_data_format(src, data_format), to_weights_format(weights, weights_format)
+    got = run(algorithm, src, weights, bias, **attributes)
+    channels = np.moveaxis(got, 1 if data_format == "NCX" else -1, 0)
+    assert np.isnan(channels[1]).all() and np.isnan(channels[5]).all()
+    assert np.isposinf(channels[3]).all() and np.isneginf(channels[4]).all()
+    assert np.isfinite(channels[[0, 2]]).all()
+    assert_same_special_values(got, convlab.reference.convolve(src, weights, bias, **attributes))
+
+
+@pytest.mark.parametrize("data_format, weights_format", FORMATS)
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_empty_batch_gives_empty_result_of_the_right_shape(algorithm, rank, data_format,
+                                                           weights_format):
+    input_shape, kernel = (6, 5, 4)[:rank], (3, 3, 3)[:rank]
+    src = np.zeros((0, 4, *input_shape), np.float32)
+    weights = np.ones((6, 2, *kernel), np.float32)
+    src, weights = to_data_format(src, data_format), to_weights_format(weights, weights_format)
+    attributes = dict(groups=2, pads_begin=1, data_format=data_format,
+                      weights_format=weights_format)
+    output = tuple(i + 1 - k + 1 for i, k in zip(input_shape, kernel))
+    expected_shape = (0, 6, *output) if data_format == "NCX" else (0, *output, 6)
+    got = run(algorithm, src, weights, np.ones(6, np.float32), **attributes)
+    assert got.shape == expected_shape and got.dtype == np.float32
+    out = np.empty(expected_shape, np.float32)
+    assert run(algorithm, src, weights, out=out, **attributes) is out
+    got64 = run(algorithm, src.astype(np.float64), weights, **attributes)
+    assert got64.shape == expected_shape and got64.dtype == np.float64
+
+
+# (batch, groups, IC, OC, input, kernel, attributes): small corners of the problem space
+EDGE_SHAPES = {
+    "all-ones": (1, 1, 1, 1, (1,), (1,), {}),
+    "kernel-equals-input": (2, 1, 3, 2, (4, 5), (4, 5), {}),
+    "stride-beyond-input": (1, 1, 2, 3, (5, 4), (2, 2), dict(strides=(7, 9))),
+    "pad-only-windows": (1, 1, 2, 2, (2,), (2,), dict(pads_begin=5, pads_end=5)),
+    "depthwise-multiplier-3": (2, 4, 4, 12, (5, 6), (3, 3), dict(pads_begin=1, pads_end=1)),
+    "one-output-channel": (1, 1, 5, 1, (3, 3, 3), (2, 2, 2), {}),
+    "many-channels-1x1": (1, 1, 64, 48, (3, 4), (1, 1), {}),
+    "grouped-ocg-1": (1, 5, 10, 5, (7,), (3,), dict(dilations=3)),
+    "crop-to-one": (1, 1, 2, 2, (5, 5), (1, 1), dict(pads_begin=-2, pads_end=-2)),
+    "dilation-beyond-input-with-pads": (1, 1, 2, 2, (3,), (2,), dict(dilations=6, pads_end=4)),
+    "long-1d": (1, 1, 3, 4, (257,), (5,), dict(strides=3, auto_pad="same_lower")),
+    "long-1d-k3": (2, 1, 3, 4, (131,), (3,), dict(auto_pad="same_lower")),
+    "k3-single-output": (1, 1, 3, 2, (3, 3), (3, 3), {}),
+    "k3-pads-beyond-kernel": (1, 2, 4, 6, (4, 5), (3, 3), dict(pads_begin=4,
+                                                                pads_end=(0, 3))),
+    "k3-3d-crop": (2, 1, 2, 3, (5, 6, 7), (3, 3, 3), dict(pads_begin=-1, pads_end=(0, 1, -2))),
+    "k3-wide-channels": (1, 1, 40, 24, (6, 9), (3, 3), dict(pads_begin=1, pads_end=1)),
+    "same-upper-stride-4": (1, 1, 2, 3, (9, 10), (3, 4), dict(auto_pad="same_upper",
+                                                               strides=4)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(EDGE_SHAPES))
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_edge_shapes_match_reference(rng, algorithm, case, dtype):
+    batch, groups, ic, oc, input_shape, kernel, extra = EDGE_SHAPES[case]
+    for data_format, weights_format in (("NCX", "OIX"), ("NXC", "XIO")):
+        src, weights, bias = random_tensors(
+            rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups,
+            input_shape=input_shape, kernel_shape=kernel, dtype=dtype,
+            data_format=data_format, weights_format=weights_format, bias=True)
+        attributes = dict(extra, groups=groups, data_format=data_format,
+                          weights_format=weights_format)
+        got = run(algorithm, src, weights, bias, **attributes)
+        assert_matches_reference(got, src, weights, bias, attributes, algorithm, case)
+
+
+def test_pad_only_windows_hold_exactly_the_bias():
+    """Outputs whose every tap reads padding are the bias (reference checked by hand)."""
+    src = np.ones((1, 1, 2), np.float64)
+    weights = np.ones((1, 1, 2), np.float64)
+    got = convlab.reference.convolve(src, weights, np.array([0.5]), pads_begin=3, pads_end=1,
+                                     data_format="NCX", weights_format="OIX")
+    np.testing.assert_array_equal(got.ravel(), [0.5, 0.5, 1.5, 2.5, 1.5])
+
+
+@pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "reference"])
+def test_huge_strides_and_pads_within_limits_compute_exactly(algorithm):
+    """o*S near 2**53 must not wrap inside a kernel: only output 0 reads src.
+
+    The reference is left out: it materialises the padded input, 2**53 elements here.
+    """
+    src = np.full((1, 1, 1), 3.0)
+    weights = np.full((1, 1, 1), 2.0)
+    attributes = dict(strides=2**50, pads_end=2**53 - 1, data_format="NCX",
+                      weights_format="OIX")
+    got = run(algorithm, src, weights, **attributes)
+    np.testing.assert_array_equal(got.ravel(), [6.0] + [0.0] * 7)

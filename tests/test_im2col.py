@@ -1,0 +1,307 @@
+"""What is specific to ``im2col``: chunking, the 1x1 paths, the workspace bound, threads.
+
+The registry-parametrized suites (test_grid, test_edge_cases, test_threads...) already run
+im2col on every attribute combination; these tests force the parts of its plan that small
+default-limit problems never reach.
+"""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import convlab
+from conftest import assert_matches_reference, problem_of, random_tensors
+from convlab.kernels import _im2col
+from convlab.registry import get_algorithm
+from convlab.strategies import im2col
+
+# (batch, input, kernel, IC, OC, attributes): a spread of paths and geometries.
+CHUNK_PROBLEMS = {
+    "2d-padded": (2, (9, 10), (3, 3), 8, 16, dict(pads_begin=1, pads_end=(0, 2))),
+    "2d-grouped-strided-dilated-cropped": (
+        2, (11, 9), (3, 2), 8, 12,
+        dict(groups=2, strides=(2, 1), dilations=(1, 2), pads_begin=(-1, 1), pads_end=(2, -1))),
+    "1d-dilated": (3, (17,), (5,), 6, 4, dict(strides=3, dilations=2, pads_begin=4, pads_end=1)),
+    "3d-asymmetric": (1, (5, 6, 7), (3, 2, 3), 4, 6,
+                      dict(groups=2, pads_begin=1, pads_end=(0, 1, 2), dilations=(1, 2, 1))),
+    "4d": (1, (3, 4, 3, 4), (2, 2, 1, 3), 4, 6, dict(pads_begin=1, pads_end=0)),
+    "1x1-strided-grouped": (2, (9, 10), (1, 1), 8, 16, dict(groups=4, strides=2)),
+    "1x1-padded": (1, (6, 7), (1, 1), 6, 8, dict(pads_begin=1, pads_end=(2, -1))),
+    "depthwise": (2, (7, 8), (3, 3), 6, 6, dict(groups=6, pads_begin=1, pads_end=1)),
+}
+
+
+def _call(src, weights, bias, attributes, **options):
+    return convlab.convolve(src, weights, bias, algorithm="im2col", **attributes, **options)
+
+
+def _tensors(rng, case, dtype="float32"):
+    batch, input_shape, kernel, ic, oc, attributes = CHUNK_PROBLEMS[case]
+    src, weights, bias = random_tensors(
+        rng, batch=batch, in_channels=ic, out_channels=oc, groups=attributes.get("groups", 1),
+        input_shape=input_shape, kernel_shape=kernel, dtype=dtype, data_format="NXC",
+        weights_format="XIO", bias=True)
+    return src, weights, bias, attributes
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", list(CHUNK_PROBLEMS))
+def test_result_does_not_depend_on_chunk_size(rng, case, dtype):
+    """Tiny workspaces force one-row chunks and split reductions; results stay right."""
+    src, weights, bias, attributes = _tensors(rng, case, dtype)
+    itemsize = np.dtype(dtype).itemsize
+    default = _call(src, weights, bias, attributes, threads=2)
+    assert_matches_reference(default, src, weights, bias, attributes, "im2col", "default limit")
+    seen_chunks, seen_blocks = set(), set()
+    for limit in (im2col.MIN_WORKSPACE_LIMIT, 80 * itemsize, 1000, 4096):
+        for threads in (1, 2):
+            with im2col.workspace_limit(limit):
+                got = _call(src, weights, bias, attributes, threads=threads)
+            run = dict(im2col.last_run)
+            assert run["workspace_bytes"] <= limit, run
+            seen_chunks.add(run["chunks"])
+            seen_blocks.add(run["reduction_blocks"])
+            assert_matches_reference(got, src, weights, bias, attributes, "im2col",
+                                     f"workspace limit {limit}, threads={threads}: {run}")
+    # the limits above did force many chunks and split reductions (else this test is idle)
+    assert max(seen_chunks) > 1
+    if problem_of(src, weights, bias, attributes).kernel_size > 1:
+        assert max(seen_blocks) > 1
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_1x1_unit_stride_reads_src_in_place(rng, groups):
+    """The 1x1 stride-1 unpadded path: one GEMM per group on src as it lies, no panel."""
+    src, weights, bias = random_tensors(
+        rng, batch=2, in_channels=64, out_channels=32, groups=groups, input_shape=(40, 50),
+        kernel_shape=(1, 1), dtype="float32", data_format="NXC", weights_format="XIO",
+        bias=True)
+    attributes = dict(groups=groups)
+    out = np.empty((2, 40, 50, 32), np.float32)
+    before = im2col.path_counts["1x1-direct"]
+    tracemalloc.start()
+    try:
+        _call(src, weights, bias, attributes, threads=2, out=out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert im2col.path_counts["1x1-direct"] == before + 1
+    assert im2col.last_run["path"] == "1x1-direct"
+    assert im2col.last_run["workspace_bytes"] == 0
+    # src is 1 MiB: a copy of it, or any panel, would show here (weights are 8 KiB)
+    assert peak < 64 * 1024, f"the 1x1 direct path allocated {peak} bytes"
+    assert_matches_reference(out, src, weights, bias, attributes, "im2col")
+
+
+@pytest.mark.parametrize("attributes", [
+    dict(strides=2), dict(strides=(2, 3), groups=2), dict(pads_begin=1, pads_end=1),
+    dict(pads_begin=(-1, 2), pads_end=(1, -2), groups=4), dict(auto_pad="same_upper", strides=2),
+], ids=str)
+def test_1x1_strided_or_padded_gathers_rows(rng, attributes):
+    src, weights, bias = random_tensors(
+        rng, batch=2, in_channels=16, out_channels=24, groups=attributes.get("groups", 1),
+        input_shape=(9, 11), kernel_shape=(1, 1), dtype="float32", data_format="NXC",
+        weights_format="XIO", bias=True)
+    got = _call(src, weights, bias, attributes, threads=2)
+    assert im2col.last_run["path"] == "1x1-gather"
+    # the gathered rows hold every channel of a task's groups once, never once per group
+    assert im2col.last_run["work_per_thread"] % 16 == 0
+    assert_matches_reference(got, src, weights, bias, attributes, "im2col")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_huge_reduction_is_split_and_accumulated(rng, dtype):
+    """A row wider than the whole workspace: column blocks, accumulated with beta = 1."""
+    src, weights, bias = random_tensors(
+        rng, batch=1, in_channels=1024, out_channels=8, groups=1, input_shape=(6, 5),
+        kernel_shape=(3, 3), dtype=dtype, data_format="NXC", weights_format="XIO", bias=True)
+    attributes = dict(pads_begin=1, pads_end=1)
+    limit = 16 * 1024  # one row is 9 * 1024 elements: 36 KiB in float32, 72 KiB in float64
+    for threads in (1, 2):
+        with im2col.workspace_limit(limit):
+            got = _call(src, weights, bias, attributes, threads=threads)
+        run = dict(im2col.last_run)
+        assert run["path"] == "unfold" and run["reduction_blocks"] > 1, run
+        assert run["cols_per_block"] * run["rows"] * np.dtype(dtype).itemsize <= limit
+        assert run["workspace_bytes"] <= limit
+        assert_matches_reference(got, src, weights, bias, attributes, "im2col", str(run))
+
+
+def _spot_check(got, src, weights, positions, pads):
+    """A few outputs of a stride-1 2-D convolution, recomputed in float64 by hand."""
+    kh, kw = weights.shape[:2]
+    padded = np.pad(src.astype(np.float64), ((0, 0), (pads, pads), (pads, pads), (0, 0)))
+    for n, oh, ow, oc in positions:
+        window = padded[n, oh:oh + kh, ow:ow + kw, :]
+        want = np.sum(window * weights[..., oc].astype(np.float64))
+        scale = np.sum(np.abs(window) * np.abs(weights[..., oc]))
+        assert abs(got[n, oh, ow, oc] - want) <= 1e-5 * scale, (n, oh, ow, oc)
+
+
+@pytest.mark.parametrize("limit", [None, 4 * 2**20])
+def test_workspace_stays_bounded_on_vgg_conv1_2(rng, limit):
+    """VGG-19 conv1_2 at batch 1 (64->64, 224x224, 3x3): a whole panel would be 110 MiB."""
+    src = rng.standard_normal((1, 224, 224, 64)).astype(np.float32)
+    weights = (rng.standard_normal((3, 3, 64, 64)) / 24).astype(np.float32)
+    out = np.empty((1, 224, 224, 64), np.float32)
+    full_panel = 224 * 224 * 9 * 64 * 4
+    assert full_panel > 110 * 2**20
+    bound = im2col.get_workspace_limit() if limit is None else limit
+    assert bound <= 32 * 2**20
+    tracemalloc.start()
+    try:
+        if limit is None:
+            _call(src, weights, None, dict(pads_begin=1, pads_end=1), threads=2, out=out)
+        else:
+            with im2col.workspace_limit(limit):
+                _call(src, weights, None, dict(pads_begin=1, pads_end=1), threads=2, out=out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    run = dict(im2col.last_run)
+    assert 0 < run["workspace_bytes"] <= bound, run
+    # NumPy reports its allocations to tracemalloc: the panels are seen, and nothing else big
+    assert run["workspace_bytes"] <= peak <= bound + 256 * 1024, (peak, run)
+    positions = [(0, 0, 0, 0), (0, 223, 223, 63), (0, 0, 223, 5), (0, 117, 3, 31),
+                 (0, 223, 0, 7), (0, 100, 150, 40)]
+    _spot_check(out, src, weights, positions, pads=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [
+    # (batch, input, kernel, IC, OC, attributes): rows mode, cols mode (few rows), groups,
+    # the 1x1 paths, and a split reduction under a small workspace
+    (2, (30, 30), (3, 3), 16, 48, dict(pads_begin=1, pads_end=1)),
+    (1, (7, 7), (3, 3), 64, 96, dict(pads_begin=1, pads_end=1)),
+    (1, (5, 6), (3, 3), 12, 12, dict(groups=3, strides=2)),
+    (1, (20, 21), (1, 1), 32, 64, {}),
+    (1, (4, 5), (1, 1), 32, 64, dict(strides=2)),
+    (1, (9, 9), (3, 3), 256, 64, dict(pads_begin=1, pads_end=1, limit=64 * 1024)),
+], ids=["rows", "cols", "groups", "1x1-direct", "1x1-gather-cols", "split-reduction"])
+def test_result_is_bitwise_identical_across_thread_counts(rng, shape, dtype):
+    """The GEMM calls depend on the plan, not on threads=, so the bits do not either."""
+    batch, input_shape, kernel, ic, oc, attributes = shape
+    attributes = dict(attributes)
+    limit = attributes.pop("limit", im2col.get_workspace_limit())
+    src, weights, bias = random_tensors(
+        rng, batch=batch, in_channels=ic, out_channels=oc, groups=attributes.get("groups", 1),
+        input_shape=input_shape, kernel_shape=kernel, dtype=dtype, data_format="NXC",
+        weights_format="XIO", bias=True)
+    results, modes = {}, set()
+    with im2col.workspace_limit(limit):
+        for threads in (1, 2, 3, 8):
+            results[threads] = _call(src, weights, bias, attributes, threads=threads)
+            modes.add(im2col.last_run["mode"])
+    assert_matches_reference(results[1], src, weights, bias, attributes, "im2col")
+    for threads, got in results.items():
+        np.testing.assert_array_equal(got, results[1], err_msg=f"threads={threads}",
+                                      strict=True)
+
+
+def test_blas_thread_counts_are_restored(rng):
+    """The call runs BLAS single-threaded inside OpenMP threads, then puts counts back."""
+    before = [lib.get_num_threads() for lib in im2col._blas_controllers()]
+    assert before, "no BLAS library found by threadpoolctl"
+    src, weights, bias = random_tensors(
+        rng, batch=1, in_channels=8, out_channels=16, groups=1, input_shape=(12, 12),
+        kernel_shape=(3, 3), dtype="float32", data_format="NXC", weights_format="XIO",
+        bias=True)
+    _call(src, weights, bias, {}, threads=2)
+    assert [lib.get_num_threads() for lib in im2col._blas_controllers()] == before
+
+
+@pytest.mark.parametrize("mode", ["rows", "cols", "blas"])
+@pytest.mark.parametrize("case", ["2d-padded", "1x1-strided-grouped", "3d-asymmetric"])
+def test_every_thread_mode_is_correct(rng, monkeypatch, mode, case):
+    """Each way of sharing the work computes the same convolution, whatever auto picks."""
+    src, weights, bias, attributes = _tensors(rng, case)
+    monkeypatch.setattr(im2col, "_forced_mode", mode)
+    for limit in (1000, im2col.get_workspace_limit()):
+        with im2col.workspace_limit(limit):
+            got = _call(src, weights, bias, attributes, threads=2)
+        assert im2col.last_run["mode"] == mode
+        assert im2col.last_run["workspace_bytes"] <= limit
+        assert_matches_reference(got, src, weights, bias, attributes, "im2col", mode)
+
+
+def test_unfold_matches_the_panel_definition(rng):
+    """panel_g[m, t*ICg + c] = src[n, o*S + k(t)*D - P_b, g*ICg + c], 0 in the padding."""
+    src = rng.standard_normal((2, 7, 6, 6)).astype(np.float32)
+    weights = np.zeros((3, 2, 3, 4), np.float32)
+    attributes = dict(groups=2, strides=(2, 1), dilations=(1, 2), pads_begin=(1, -1),
+                      pads_end=(2, 1))
+    problem = problem_of(src, weights, None, attributes)
+    (oh, ow), (kh, kw), icg = problem.output_shape, problem.kernel_shape, 3
+    for group in range(2):
+        want = np.zeros((2 * oh * ow, kh * kw * icg), np.float32)
+        for n in range(2):
+            for i in range(oh):
+                for j in range(ow):
+                    for a in range(kh):
+                        for b in range(kw):
+                            y, x = i * 2 + a - 1, j + b * 2 + 1
+                            if 0 <= y < 7 and 0 <= x < 6:
+                                col = (a * kw + b) * icg
+                                want[(n * oh + i) * ow + j, col:col + icg] = \
+                                    src[n, y, x, group * icg:(group + 1) * icg]
+        np.testing.assert_array_equal(im2col.unfold(problem, src, group), want)
+        block = im2col.unfold(problem, src, group, rows=slice(3, 11), cols=slice(2, 13))
+        np.testing.assert_array_equal(block, want[3:11, 2:13])
+
+
+def test_auto_prefers_im2col_for_dense_layers_and_direct_for_depthwise():
+    """The cost hooks' ordering, im2col against direct (other algorithms aside)."""
+    im2col_cost, direct_cost = get_algorithm("im2col").cost, get_algorithm("direct").cost
+    dense = [((1, 28, 28, 128), (3, 3, 128, 128), dict(pads_begin=1, pads_end=1)),
+             ((1, 56, 56, 64), (1, 1, 64, 256), {}),
+             ((1, 7, 7, 512), (3, 3, 512, 512), dict(pads_begin=1, pads_end=1))]
+    for src_shape, weights_shape, attributes in dense:
+        problem = convlab.make_problem(src_shape, np.float32, weights_shape, np.float32,
+                                       **attributes)
+        assert im2col_cost(problem, 2).seconds < direct_cost(problem, 2).seconds, problem
+    depthwise = convlab.make_problem((1, 112, 112, 32), np.float32, (3, 3, 1, 32), np.float32,
+                                     groups=32, pads_begin=1, pads_end=1)
+    assert im2col_cost(depthwise, 2).seconds > direct_cost(depthwise, 2).seconds
+
+
+def test_workspace_limit_settings():
+    previous = im2col.get_workspace_limit()
+    try:
+        assert im2col.set_workspace_limit("32M") == previous
+        assert im2col.get_workspace_limit() == 32 * 2**20
+        im2col.set_workspace_limit(5000)
+        assert im2col.get_workspace_limit() == 5000
+        with im2col.workspace_limit("1KiB"):
+            assert im2col.get_workspace_limit() == 1024
+        assert im2col.get_workspace_limit() == 5000
+    finally:
+        im2col.set_workspace_limit(previous)
+    with pytest.raises(ValueError, match="at least"):
+        im2col.set_workspace_limit(im2col.MIN_WORKSPACE_LIMIT - 1)
+    with pytest.raises(ValueError, match="byte count"):
+        im2col.set_workspace_limit("lots")
+    with pytest.raises(TypeError, match="must be an int"):
+        im2col.set_workspace_limit(1.5e6)
+    assert im2col.get_workspace_limit() == previous
+
+
+def test_workspace_limit_from_environment(monkeypatch):
+    monkeypatch.setenv(im2col.WORKSPACE_ENV, "24MiB")
+    assert im2col._initial_limit() == 24 * 2**20
+    monkeypatch.setenv(im2col.WORKSPACE_ENV, "")
+    assert im2col._initial_limit() == im2col.DEFAULT_WORKSPACE_LIMIT
+    monkeypatch.setenv(im2col.WORKSPACE_ENV, "-5")
+    with pytest.raises(ValueError, match=im2col.WORKSPACE_ENV):
+        im2col._initial_limit()
+
+
+def test_kernel_rejects_blocks_outside_the_panel():
+    problem = convlab.make_problem((1, 4, 4, 2), np.float32, (3, 3, 2, 2), np.float32)
+    src = np.zeros((1, 4, 4, 2), np.float32)
+    with pytest.raises(ValueError, match="panel block"):
+        _im2col.unfold_panel(src.reshape(-1), np.empty((5, 18), np.float32),
+                             problem.input_shape, problem.output_shape, problem.kernel_shape,
+                             problem.strides, problem.dilations, problem.pads_begin, 1, 2, 1,
+                             0, 0, 0)

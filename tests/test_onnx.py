@@ -1,0 +1,158 @@
+"""The Conv test cases that ship inside the ``onnx`` package, through every algorithm.
+
+* the six node cases of ``onnx.backend.test.case.node.collect_testcases("Conv")``;
+* the 26 ``onnx/backend/test/data/pytorch-converted/test_Conv*`` models whose node is Conv
+  (two more directories there, test_ConvTranspose2d*, hold ConvTranspose models).
+
+ONNX attributes translate as: ``pads`` [b_1..b_r, e_1..e_r] -> pads_begin, pads_end;
+``strides``, ``dilations``, ``group`` -> groups; ``auto_pad``; ``kernel_shape`` must equal
+the weights' spatial shape. Layouts are ONNX's: data_format="NCX", weights_format="OIX".
+"""
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import numpy_helper  # noqa: E402
+
+import convlab  # noqa: E402
+from conftest import (ALGORITHMS, assert_matches_reference, problem_of,  # noqa: E402
+                      skip_unless_supported)
+
+EXPECTED_NODE_CASES = 6
+EXPECTED_CONV_MODELS = 26
+# The expected outputs come from other float32 implementations (NumPy, PyTorch), so they are
+# compared with the float64 oracle at the ONNX backend runner's default tolerance (what the
+# node cases declare): that checks the semantics and the attribute translation. Each
+# algorithm is then held to its own bound against the oracle on the same inputs
+# (conftest.TOLERANCES), as in the grid.
+RTOL, ATOL = 1e-3, 1e-7
+
+MODEL_ROOT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data",
+                          "pytorch-converted")
+
+
+def _node_cases():
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():  # other operators' case generators warn on import
+        warnings.simplefilter("ignore")
+        return {case.name: case for case in collect_testcases("Conv")}
+
+
+def _model_dirs():
+    """test_Conv* model directories, split by the operator of their single node."""
+    by_op = {}
+    for path in sorted(glob.glob(os.path.join(MODEL_ROOT, "test_Conv*"))):
+        model = onnx.load(os.path.join(path, "model.onnx"))
+        ops = [node.op_type for node in model.graph.node]
+        by_op.setdefault(ops[0] if len(ops) == 1 else "+".join(ops), []).append(path)
+    return by_op
+
+
+NODE_CASES = _node_cases()
+MODELS_BY_OP = _model_dirs()
+CONV_MODELS = MODELS_BY_OP.get("Conv", [])
+
+
+def test_every_shipped_conv_case_is_collected():
+    assert len(NODE_CASES) == EXPECTED_NODE_CASES, sorted(NODE_CASES)
+    assert len(CONV_MODELS) == EXPECTED_CONV_MODELS, [os.path.basename(p) for p in CONV_MODELS]
+    assert {os.path.basename(p) for p in MODELS_BY_OP.get("ConvTranspose", [])} == {
+        "test_ConvTranspose2d", "test_ConvTranspose2d_no_bias"}
+    assert set(MODELS_BY_OP) <= {"Conv", "ConvTranspose"}, sorted(MODELS_BY_OP)
+    for case in NODE_CASES.values():
+        assert [node.op_type for node in case.model.graph.node] == ["Conv"], case.name
+
+
+def onnx_attributes(node, weights_shape):
+    """convlab keywords for an ONNX Conv node."""
+    given = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    rank = len(weights_shape) - 2
+    kernel_shape = given.pop("kernel_shape", None)
+    if kernel_shape is not None:
+        assert tuple(kernel_shape) == tuple(weights_shape[2:]), "kernel_shape disagrees with W"
+    attributes = dict(data_format="NCX", weights_format="OIX",
+                      groups=given.pop("group", 1),
+                      strides=list(given.pop("strides", [1] * rank)),
+                      dilations=list(given.pop("dilations", [1] * rank)))
+    auto_pad = given.pop("auto_pad", b"NOTSET")
+    attributes["auto_pad"] = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    pads = list(given.pop("pads", [0] * 2 * rank))
+    attributes["pads_begin"], attributes["pads_end"] = pads[:rank], pads[rank:]
+    assert not given, f"untranslated ONNX attributes {sorted(given)}"
+    return attributes
+
+
+def check(algorithm, inputs, expected, node, label):
+    src, weights, *rest = inputs
+    bias = rest[0] if rest else None
+    attributes = onnx_attributes(node, weights.shape)
+    skip_unless_supported(algorithm, problem_of(src, weights, bias, attributes))
+    got = convlab.convolve(src, weights, bias, algorithm=algorithm, **attributes)
+    assert got.dtype == expected.dtype
+    oracle = convlab.reference.convolve(src, weights, bias, **attributes)
+    np.testing.assert_allclose(oracle, expected, rtol=RTOL, atol=ATOL,
+                               err_msg=f"{label} {attributes}")
+    assert_matches_reference(got, src, weights, bias, attributes, algorithm, label)
+
+
+@pytest.mark.parametrize("name", sorted(NODE_CASES))
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_onnx_node_case(algorithm, name):
+    case = NODE_CASES[name]
+    node = case.model.graph.node[0]
+    assert case.data_sets, name
+    for inputs, outputs in case.data_sets:
+        check(algorithm, [np.asarray(x) for x in inputs], np.asarray(outputs[0]), node, name)
+
+
+def load_model_case(path):
+    """(node, [src, weights, bias?], [expected outputs]) for one pytorch-converted model."""
+    model = onnx.load(os.path.join(path, "model.onnx"))
+    (node,) = model.graph.node
+    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    feeds = [i.name for i in model.graph.input if i.name not in initializers]
+    data_sets = sorted(glob.glob(os.path.join(path, "test_data_set_*")))
+    assert data_sets, f"{path} has no test_data_set_*"
+    for data_set in data_sets:
+        values = dict(initializers)
+        input_files = sorted(glob.glob(os.path.join(data_set, "input_*.pb")))
+        assert len(input_files) == len(feeds), data_set
+        for name, file in zip(feeds, input_files):
+            values[name] = numpy_helper.to_array(onnx.load_tensor(file))
+        outputs = [numpy_helper.to_array(onnx.load_tensor(file))
+                   for file in sorted(glob.glob(os.path.join(data_set, "output_*.pb")))]
+        assert len(outputs) == len(model.graph.output) == 1, data_set
+        yield node, [values[name] for name in node.input if name], outputs
+
+
+@pytest.mark.parametrize("path", CONV_MODELS, ids=os.path.basename)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_onnx_pytorch_converted_model(algorithm, path):
+    for node, inputs, outputs in load_model_case(path):
+        check(algorithm, inputs, outputs[0], node, os.path.basename(path))
+
+
+def test_onnx_attribute_translation_covers_every_attribute_kind():
+    """The shipped cases exercise each translated attribute, so translation bugs would show."""
+    seen = set()
+    nodes = [case.model.graph.node[0] for case in NODE_CASES.values()]
+    nodes += [onnx.load(os.path.join(p, "model.onnx")).graph.node[0] for p in CONV_MODELS]
+    for node in nodes:
+        for a in node.attribute:
+            value = onnx.helper.get_attribute_value(a)
+            if a.name == "pads" and len(set(value)) > 1:
+                seen.add("asymmetric pads")
+            elif a.name in ("strides", "dilations") and max(value) > 1:
+                seen.add(a.name)
+            elif a.name == "group" and value > 1:
+                seen.add("group")
+            elif a.name == "auto_pad" and value not in (b"NOTSET", "NOTSET"):
+                seen.add("auto_pad")
+    assert seen == {"asymmetric pads", "strides", "dilations", "group", "auto_pad"}
