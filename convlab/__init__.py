@@ -13,6 +13,7 @@ __path__ = extend_path(__path__, __name__)
 from convlab.registry import (Algorithm, Estimate, algorithms, register_algorithm,
                               unregister_algorithm)
 from convlab.api import convolve, explain, select_algorithm
+from convlab.plan import Convolution
 from convlab.params import ConvProblem, make_problem
 from convlab.threads import effective_threads
 from convlab import strategies as _builtin_strategies  # noqa: F401  (registers them)
@@ -21,7 +22,7 @@ from convlab import reference
 __version__ = "0.1.0"
 
 __all__ = [
-    "Algorithm", "ConvProblem", "Estimate", "algorithms", "convolve", "effective_threads",
+    "Algorithm", "Convolution", "ConvProblem", "Estimate", "algorithms", "convolve", "effective_threads",
     "explain", "make_problem", "reference", "register_algorithm", "select_algorithm",
     "unregister_algorithm",
 ]

@@ -24,7 +24,7 @@ def _describe_call(src, weights, bias, attributes) -> ConvProblem:
                                bias_shape, bias_dtype, **attributes)
 
 
-def _check_out(out, problem: ConvProblem, inputs) -> None:
+def check_out(out, problem: ConvProblem, inputs) -> None:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
     if out.shape != problem.dst_shape:
@@ -92,8 +92,22 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
     n_threads = effective_threads(threads)
     chosen = select.resolve(algorithm, problem, n_threads)
     if out is not None:
-        _check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
+        check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
 
+    prepared = None
+    if problem.batch > 0:
+        prepared = chosen.prepare_weights(problem, params.canonical_weights(weights, problem))
+    return execute(problem, chosen, src, prepared, params.canonical_bias(bias, problem), out,
+                   n_threads)
+
+
+def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, n_threads: int):
+    """Run a resolved algorithm on validated arrays: the part shared by one-shot calls and plans.
+
+    ``out`` is already checked; ``prepared`` are the algorithm's prepared weights and
+    ``bias`` is canonical. The kernel writes straight into ``out`` when it is NXC and
+    C-contiguous; otherwise into a canonical buffer that is copied to the user's layout.
+    """
     writes_in_place = (out is not None and problem.data_format == "NXC"
                        and out.flags.c_contiguous)
     if writes_in_place:
@@ -102,9 +116,7 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
         dst = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
                        dtype=problem.dtype)
     if problem.batch > 0:
-        prepared = chosen.prepare_weights(problem, params.canonical_weights(weights, problem))
-        chosen.run(problem, params.canonical_src(src, problem), prepared,
-                   params.canonical_bias(bias, problem), dst, n_threads)
+        chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads)
     if writes_in_place:
         return out
     result = params.user_dst(dst, problem)

@@ -1,0 +1,136 @@
+"""``Convolution``: the plan object (oneDNN's primitive model: create once, execute many).
+
+Validation of the weights and attributes happens once, at construction. Weights are
+converted to the canonical layout once per dtype and prepared once per algorithm
+(packed for ``direct``, transformed for Winograd, ...). The algorithm choice is cached
+per (src shape, src dtype, thread count). A plan may be called from several Python
+threads at once: the caches are filled under a lock and the kernels release the GIL.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from convlab import params, select
+from convlab.api import check_out, execute
+from convlab.params import ConvProblem, IntOrSeq
+from convlab.registry import get_algorithm
+from convlab.threads import effective_threads
+
+
+class Convolution:
+    """A convolution with fixed weights, bias and attributes, applied to many inputs.
+
+    Takes the same arguments as :func:`convlab.convolve` except ``src`` and ``out``.
+    Call it as ``plan(src, out=None)``.
+
+    Examples
+    --------
+    >>> plan = convlab.Convolution(weights, bias, pads_begin=1, pads_end=1)
+    >>> dst = plan(src)
+    """
+
+    def __init__(self, weights, bias=None, *, strides: IntOrSeq = None,
+                 pads_begin: IntOrSeq = None, pads_end: IntOrSeq = None,
+                 dilations: IntOrSeq = None, auto_pad: str = "none", groups: int = 1,
+                 data_format: str = "NXC", weights_format: str = "XIO",
+                 algorithm: str = "auto", threads: Optional[int] = None):
+        weights = params.as_array("weights", weights)
+        bias = None if bias is None else params.as_array("bias", bias)
+        self._attributes = dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+                                dilations=dilations, auto_pad=auto_pad, groups=groups,
+                                data_format=data_format, weights_format=weights_format)
+        # Private copies: the caller may change their arrays after building the plan.
+        self._weights = np.array(weights, copy=True)
+        self._bias = None if bias is None else np.array(bias, copy=True)
+        self._weights.flags.writeable = False
+        if self._bias is not None:
+            self._bias.flags.writeable = False
+        self._algorithm = algorithm
+        self._threads = threads
+        effective_threads(threads)  # validates threads= now rather than at the first call
+        if algorithm != "auto":
+            get_algorithm(algorithm)
+        self._check_attributes()
+        self._lock = threading.Lock()
+        self._choices: Dict[Tuple[Any, ...], Tuple[ConvProblem, Any]] = {}
+        self._prepared: Dict[Tuple[str, str], Any] = {}
+
+    def _check_attributes(self) -> None:
+        """Validate weights, bias and attributes against a src that any valid plan accepts.
+
+        The probe's spatial extent covers the dilated kernel plus every pad and stride, so
+        only a genuinely wrong argument can fail here; its message names that argument.
+        """
+        weights_format = params.parse_weights_format(self._attributes["weights_format"])
+        data_format = params.parse_data_format(self._attributes["data_format"])
+        shape = self._weights.shape
+        if len(shape) < 3:
+            raise ValueError(f"weights has shape {shape} (rank {len(shape)}); expected rank >= 3")
+        rank = len(shape) - 2
+        kernel = shape[2:] if weights_format == "OIX" else shape[:-2]
+        icg = shape[1] if weights_format == "OIX" else shape[-2]
+        groups = params._as_int("groups", self._attributes["groups"])
+        slack = sum(abs(v) for key in ("pads_begin", "pads_end", "strides", "dilations")
+                    for v in np.atleast_1d(np.asarray(self._attributes[key] or 0)).tolist()
+                    if isinstance(v, int))
+        extents = [(k - 1) * (slack + 1) + 1 + slack for k in kernel]
+        channels = max(1, icg * max(groups, 1))
+        src_shape = (1, channels, *extents) if data_format == "NCX" else (1, *extents, channels)
+        params.make_problem(src_shape, self._weights.dtype, shape, self._weights.dtype,
+                            None if self._bias is None else self._bias.shape,
+                            None if self._bias is None else self._bias.dtype,
+                            **self._attributes)
+        self.rank = rank
+
+    def _choice(self, src: np.ndarray, n_threads: int):
+        key = (src.shape, src.dtype.str, n_threads)
+        entry = self._choices.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._choices.get(key)
+                if entry is None:
+                    bias = self._bias
+                    problem = params.make_problem(
+                        src.shape, src.dtype, self._weights.shape, self._weights.dtype,
+                        None if bias is None else bias.shape,
+                        None if bias is None else bias.dtype, **self._attributes)
+                    chosen = select.resolve(self._algorithm, problem, n_threads)
+                    entry = (problem, chosen)
+                    self._choices[key] = entry
+        return entry
+
+    def _prepared_weights(self, problem: ConvProblem, chosen):
+        key = (chosen.name, problem.dtype.str)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            with self._lock:
+                prepared = self._prepared.get(key)
+                if prepared is None:
+                    canonical = params.canonical_weights(self._weights, problem)
+                    prepared = chosen.prepare_weights(problem, canonical)
+                    self._prepared[key] = prepared
+        return prepared
+
+    def __call__(self, src, out: Optional[np.ndarray] = None) -> np.ndarray:
+        src = params.as_array("src", src)
+        n_threads = effective_threads(self._threads)
+        problem, chosen = self._choice(src, n_threads)
+        if out is not None:
+            check_out(out, problem, (("src", src), ("weights", self._weights),
+                                     ("bias", self._bias)))
+        prepared = self._prepared_weights(problem, chosen) if problem.batch > 0 else None
+        bias = params.canonical_bias(self._bias, problem)
+        return execute(problem, chosen, src, prepared, bias, out, n_threads)
+
+    def algorithm_for(self, src) -> str:
+        """The algorithm this plan runs for inputs shaped like ``src`` (array or shape+dtype)."""
+        src = src if hasattr(src, "shape") and hasattr(src, "dtype") else np.asarray(src)
+        return self._choice(src, effective_threads(self._threads))[1].name
+
+    def __repr__(self) -> str:
+        return (f"Convolution(weights{tuple(self._weights.shape)}, bias="
+                f"{'yes' if self._bias is not None else 'no'}, algorithm={self._algorithm!r}, "
+                f"{', '.join(f'{k}={v!r}' for k, v in self._attributes.items() if v is not None)})")
