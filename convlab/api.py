@@ -1,12 +1,13 @@
 """The public one-shot entry points: ``convolve``, ``select_algorithm`` and ``explain``."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
-from convlab import params, select
+from convlab import params, select, tune
 from convlab.params import ConvProblem, IntOrSeq
+from convlab.registry import get_algorithm
 from convlab.threads import effective_threads
 
 
@@ -45,7 +46,7 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
              pads_end: IntOrSeq = None, dilations: IntOrSeq = None, auto_pad: str = "none",
              groups: int = 1, data_format: str = "NXC", weights_format: str = "XIO",
              algorithm: str = "auto", threads: Optional[int] = None,
-             out: Optional[np.ndarray] = None) -> np.ndarray:
+             out: Optional[np.ndarray] = None, precision: str = "default") -> np.ndarray:
     """N-D convolution (cross-correlation) as in oneDNN Graph / OpenVINO Convolution-1.
 
     ``dst[n, g*OCg+oc, o] = bias[g*OCg+oc] + sum_{ic,k} src[n, g*ICg+ic, o*S + k*D - P_b]
@@ -70,12 +71,17 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
     groups : int
         Must divide IC and OC. ``groups == IC`` with IC/G == 1 is depthwise.
     algorithm : str
-        "auto" or a name from :func:`convlab.algorithms`.
+        "auto" (estimated fastest), "tune" (timed fastest, remembered per problem; see
+        :func:`convlab.set_tune_cache`) or a name from :func:`convlab.algorithms`.
     threads : int, optional
         Thread count for this call; default: the effective core count (OMP_NUM_THREADS
         honoured). Negative counts from the available cores (-1 = all).
     out : numpy.ndarray, optional
         Destination of the dst shape and compute dtype.
+    precision : {"default", "highest"}
+        Which algorithms "auto" and "tune" may pick: "default" admits Winograd tiles whose
+        measured float32 relative error is within ``select.DEFAULT_RELATIVE_ERROR_BOUND``;
+        "highest" admits plain summation only. A forced algorithm name runs regardless.
 
     Returns
     -------
@@ -90,15 +96,44 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
         auto_pad=auto_pad, groups=groups, data_format=data_format,
         weights_format=weights_format))
     n_threads = effective_threads(threads)
-    chosen = select.resolve(algorithm, problem, n_threads)
+    precision = select.parse_precision(precision)
     if out is not None:
         check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
+    canonical_bias = params.canonical_bias(bias, problem)
+    prepared_by_name = {}
 
-    prepared = None
-    if problem.batch > 0:
-        prepared = chosen.prepare_weights(problem, params.canonical_weights(weights, problem))
-    return execute(problem, chosen, src, prepared, params.canonical_bias(bias, problem), out,
-                   n_threads)
+    def prepared_for(algorithm):
+        if algorithm.name not in prepared_by_name:
+            prepared_by_name[algorithm.name] = algorithm.prepare_weights(
+                problem, params.canonical_weights(weights, problem))
+        return prepared_by_name[algorithm.name]
+
+    chosen = resolve_for_call(algorithm, problem, n_threads, precision, src, canonical_bias,
+                              prepared_for)
+    prepared = prepared_for(chosen) if problem.batch > 0 else None
+    return execute(problem, chosen, src, prepared, canonical_bias, out, n_threads)
+
+
+def resolve_for_call(algorithm, problem: ConvProblem, n_threads: int, precision: str, src,
+                     bias, prepared_for: Callable):
+    """:func:`select.resolve`, plus the timing run that "tune" needs on its first call."""
+    try:
+        return select.resolve(algorithm, problem, n_threads, precision)
+    except LookupError:
+        pass
+    names = [c.name for c in select.contenders(select.assess(problem, n_threads, precision))]
+    if problem.batch == 0 or len(names) == 1:
+        # Nothing to time, or nothing to choose between: take auto's pick, remember nothing.
+        return get_algorithm(select.choose(problem, n_threads, precision=precision))
+    src_canonical = params.canonical_src(src, problem)
+    scratch = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
+                       dtype=problem.dtype)
+
+    def run_once(name):
+        candidate = get_algorithm(name)
+        candidate.run(problem, src_canonical, prepared_for(candidate), bias, scratch, n_threads)
+
+    return get_algorithm(tune.choose_by_timing(problem, n_threads, precision, names, run_once))
 
 
 def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, n_threads: int):
@@ -131,20 +166,20 @@ def _problem_and_threads(src, weights, bias, threads, attributes):
 
 
 def select_algorithm(src, weights, bias=None, *, threads: Optional[int] = None,
-                     **attributes) -> str:
+                     precision: str = "default", **attributes) -> str:
     """The name of the algorithm ``algorithm="auto"`` would run for these arguments.
 
     ``src`` and ``weights`` may be arrays or anything with ``shape`` and ``dtype``.
     """
     problem, n_threads = _problem_and_threads(src, weights, bias, threads, attributes)
-    return select.choose(problem, n_threads)
+    return select.choose(problem, n_threads, precision=select.parse_precision(precision))
 
 
 def explain(src, weights, bias=None, *, threads: Optional[int] = None,
-            **attributes) -> select.Explanation:
+            precision: str = "default", **attributes) -> select.Explanation:
     """A readable account of the choice: each algorithm's verdict, estimate, and the pick.
 
     ``print()`` it for text, or call ``.to_dict()``.
     """
     problem, n_threads = _problem_and_threads(src, weights, bias, threads, attributes)
-    return select.explain_problem(problem, n_threads)
+    return select.explain_problem(problem, n_threads, select.parse_precision(precision))

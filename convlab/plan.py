@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from convlab import params, select
-from convlab.api import check_out, execute
+from convlab.api import check_out, execute, resolve_for_call
 from convlab.params import ConvProblem, IntOrSeq
 from convlab.registry import get_algorithm
 from convlab.threads import effective_threads
@@ -36,7 +36,8 @@ class Convolution:
                  pads_begin: IntOrSeq = None, pads_end: IntOrSeq = None,
                  dilations: IntOrSeq = None, auto_pad: str = "none", groups: int = 1,
                  data_format: str = "NXC", weights_format: str = "XIO",
-                 algorithm: str = "auto", threads: Optional[int] = None):
+                 algorithm: str = "auto", threads: Optional[int] = None,
+                 precision: str = "default"):
         weights = params.as_array("weights", weights)
         bias = None if bias is None else params.as_array("bias", bias)
         self._attributes = dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
@@ -50,11 +51,12 @@ class Convolution:
             self._bias.flags.writeable = False
         self._algorithm = algorithm
         self._threads = threads
+        self._precision = select.parse_precision(precision)
         effective_threads(threads)  # validates threads= now rather than at the first call
-        if algorithm != "auto":
+        if algorithm not in ("auto", "tune"):
             get_algorithm(algorithm)
         self._check_attributes()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._choices: Dict[Tuple[Any, ...], Tuple[ConvProblem, Any]] = {}
         self._prepared: Dict[Tuple[str, str], Any] = {}
 
@@ -85,7 +87,7 @@ class Convolution:
                             **self._attributes)
         self.rank = rank
 
-    def _choice(self, src: np.ndarray, n_threads: int):
+    def _choice(self, src, n_threads: int):
         key = (src.shape, src.dtype.str, n_threads)
         entry = self._choices.get(key)
         if entry is None:
@@ -97,7 +99,10 @@ class Convolution:
                         src.shape, src.dtype, self._weights.shape, self._weights.dtype,
                         None if bias is None else bias.shape,
                         None if bias is None else bias.dtype, **self._attributes)
-                    chosen = select.resolve(self._algorithm, problem, n_threads)
+                    chosen = resolve_for_call(
+                        self._algorithm, problem, n_threads, self._precision, src,
+                        params.canonical_bias(bias, problem),
+                        lambda algorithm: self._prepared_weights(problem, algorithm))
                     entry = (problem, chosen)
                     self._choices[key] = entry
         return entry

@@ -12,7 +12,13 @@ An algorithm is a name and four callables:
     An :class:`Estimate` of the run time, for the auto selector and ``explain``.
 ``prepare_weights(problem, weights)``
     Turns canonical weights (G, K..., IC/G, OC/G) into whatever ``run`` wants.
-    A plan calls it once and reuses the result.
+    A plan calls it once per algorithm and dtype and reuses the result for every
+    input shape, so it may depend on the weights and attributes, never on the src
+    extents or the batch.
+
+An algorithm that rounds differently from a plain sum of products (Winograd's
+transforms) declares its measured float32 relative error as ``relative_error``;
+``precision="highest"`` then keeps it out of "auto" and "tune".
 """
 from __future__ import annotations
 
@@ -52,13 +58,17 @@ class Algorithm:
     # False keeps an algorithm out of "auto" (the float64 reference is an oracle, not a contender).
     auto: bool = True
     description: str = ""
+    # Measured float32 ||y - ref|| / ||ref|| on N(0,1) data, for algorithms whose rounding
+    # is not that of a plain sum of products; None for those that sum plainly.
+    relative_error: Optional[float] = None
 
 
 _REGISTRY: Dict[str, Algorithm] = {}
 
 
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
-                       auto: bool = True, description: str = "", replace: bool = False):
+                       auto: bool = True, description: str = "",
+                       relative_error: Optional[float] = None, replace: bool = False):
     """Add an algorithm to the registry.
 
     Use it as a decorator on the run function::
@@ -82,7 +92,7 @@ def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_w
         _add(Algorithm(name=name, run=run, supports=supports or _always,
                        cost=cost or _unknown_cost, prepare_weights=prepare_weights or _keep_weights,
                        auto=auto, description=description or (run.__doc__ or "").strip()
-                       .split("\n")[0]), replace)
+                       .split("\n")[0], relative_error=relative_error), replace)
         return run
 
     return decorator

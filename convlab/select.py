@@ -1,8 +1,9 @@
 """Choosing an algorithm for a problem, and explaining the choice.
 
-The rule here is deliberately simple: among the registered algorithms that
-support the problem and take part in "auto", pick the lowest estimated time.
-The estimates come from each algorithm's own ``cost`` hook.
+Among the registered algorithms that support the problem, take part in "auto" and
+meet the requested precision, "auto" picks the lowest estimated time. The
+estimates come from each algorithm's own ``cost`` hook. "tune" (see
+:mod:`convlab.tune`) measures the same contenders instead of estimating them.
 """
 from __future__ import annotations
 
@@ -10,8 +11,38 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from convlab import tune
 from convlab.params import ConvProblem
 from convlab.registry import Algorithm, Estimate, get_algorithm, registered
+
+PRECISIONS = ("default", "highest")
+
+# precision="default" admits an algorithm whose measured float32 relative error
+# ||y - ref|| / ||ref|| (N(0,1) data, IC up to 512) is at most this; the table behind the
+# Winograd entries is convlab/winograd_accuracy.md (python bench/winograd_accuracy.py).
+# Plain summation measures 2e-7..1.2e-6 there; 1e-5 admits every tile up to F(6x6, 3x3).
+DEFAULT_RELATIVE_ERROR_BOUND = 1e-5
+
+
+def parse_precision(precision) -> str:
+    if not isinstance(precision, str) or precision.lower() not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} is not known; expected one of "
+                         f"{list(PRECISIONS)}")
+    return precision.lower()
+
+
+def precision_excludes(algorithm: Algorithm, precision: str) -> Optional[str]:
+    """Why ``precision`` keeps ``algorithm`` out of auto/tune, or None."""
+    error = algorithm.relative_error
+    if error is None:
+        return None
+    if precision == "highest":
+        return (f"precision='highest' admits plain summation only (measured float32 "
+                f"relative error {error:.1e})")
+    if error > DEFAULT_RELATIVE_ERROR_BOUND:
+        return (f"measured float32 relative error {error:.1e} exceeds precision='default' "
+                f"bound {DEFAULT_RELATIVE_ERROR_BOUND:.0e}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -20,39 +51,61 @@ class Candidate:
     reason: Optional[str]  # why it cannot run, or None
     estimate: Optional[Estimate]
     auto: bool
+    excluded: Optional[str] = None  # why precision keeps it out of auto/tune
 
     @property
     def viable(self) -> bool:
         return self.reason is None
 
+    @property
+    def contender(self) -> bool:
+        return self.viable and self.auto and self.excluded is None
 
-def assess(problem: ConvProblem, threads: int) -> List[Candidate]:
+
+def assess(problem: ConvProblem, threads: int, precision: str = "default") -> List[Candidate]:
     """Every registered algorithm with its verdict on the problem."""
     rows = []
     for algorithm in registered():
         reason = algorithm.supports(problem)
         estimate = algorithm.cost(problem, threads) if reason is None else None
-        rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto))
+        rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto,
+                              precision_excludes(algorithm, precision)))
     return rows
 
 
-def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] = None) -> str:
-    rows = assess(problem, threads) if rows is None else rows
-    contenders = [row for row in rows if row.viable and row.auto]
-    if not contenders:
-        contenders = [row for row in rows if row.viable]
-    if not contenders:
-        reasons = "; ".join(f"{row.name}: {row.reason}" for row in rows)
+def contenders(rows: List[Candidate]) -> List[Candidate]:
+    chosen = [row for row in rows if row.contender]
+    if not chosen:
+        # Nothing fast qualifies (say, a rank only the reference handles): any viable one.
+        chosen = [row for row in rows if row.viable and row.excluded is None]
+    if not chosen:
+        reasons = "; ".join(f"{row.name}: {row.reason or row.excluded}" for row in rows)
         raise ValueError(f"no registered algorithm supports this problem ({reasons})")
-    return min(contenders, key=lambda row: row.estimate.seconds).name
+    return chosen
 
 
-def resolve(algorithm, problem: ConvProblem, threads: int) -> Algorithm:
-    """The algorithm a call runs: "auto" chooses; a name is checked against the problem."""
+def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] = None,
+           precision: str = "default") -> str:
+    rows = assess(problem, threads, precision) if rows is None else rows
+    return min(contenders(rows), key=lambda row: row.estimate.seconds).name
+
+
+def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "default") -> Algorithm:
+    """The algorithm a call runs: "auto" chooses; a name is checked against the problem.
+
+    "tune" resolves here only once tuned; :func:`convlab.api.convolve` times the
+    contenders first. A forced name is run whatever ``precision`` says.
+    """
     if not isinstance(algorithm, str):
-        raise TypeError(f"algorithm={algorithm!r} must be a string: 'auto' or a registered name")
+        raise TypeError(f"algorithm={algorithm!r} must be a string: 'auto', 'tune' or a "
+                        f"registered name")
     if algorithm == "auto":
-        return get_algorithm(choose(problem, threads))
+        return get_algorithm(choose(problem, threads, precision=precision))
+    if algorithm == "tune":
+        entry = tune.tuned(problem, threads, precision)
+        if entry is None:
+            raise LookupError("not tuned yet")
+        return get_algorithm(entry["choice"])
     chosen = get_algorithm(algorithm)
     reason = chosen.supports(problem)
     if reason is not None:
@@ -66,41 +119,64 @@ class Explanation:
 
     problem: ConvProblem
     threads: int
+    precision: str
     candidates: List[Candidate]
     choice: str
+    tuned: Optional[dict] = None
 
     def to_dict(self) -> Dict[str, Any]:
+        tuned_seconds = (self.tuned or {}).get("seconds", {})
         return {
             "problem": self.problem.describe(),
             "flops": self.problem.flops,
             "threads": self.threads,
+            "precision": self.precision,
             "choice": self.choice,
+            "tuned_choice": None if self.tuned is None else self.tuned["choice"],
             "candidates": [
                 {"name": c.name, "viable": c.viable, "reason": c.reason, "auto": c.auto,
+                 "excluded": c.excluded,
                  "estimated_seconds": None if c.estimate is None else c.estimate.seconds,
+                 "tuned_seconds": tuned_seconds.get(c.name),
                  "inputs": None if c.estimate is None else dict(c.estimate.inputs)}
                 for c in self.candidates
             ],
         }
 
     def __str__(self) -> str:
+        tuned_seconds = (self.tuned or {}).get("seconds", {})
         lines = [f"problem: {self.problem.describe()}",
-                 f"work: {self.problem.flops / 1e9:.3f} GFLOP, threads: {self.threads}"]
+                 f"work: {self.problem.flops / 1e9:.3f} GFLOP, threads: {self.threads}, "
+                 f"precision: {self.precision}"]
         for c in self.candidates:
             if not c.viable:
                 lines.append(f"  {c.name:<12} cannot run: {c.reason}")
                 continue
             seconds = c.estimate.seconds
             shown = "unknown" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"
-            inputs = ", ".join(f"{k}={v}" for k, v in c.estimate.inputs.items())
-            note = "" if c.auto else " (not an auto contender)"
+            if c.name in tuned_seconds:
+                shown += f", tuned {tuned_seconds[c.name] * 1e3:.3f} ms"
+            inputs = ", ".join(f"{k}={_short(v)}" for k, v in c.estimate.inputs.items())
+            note = ""
+            if not c.auto:
+                note = " (not an auto contender)"
+            elif c.excluded:
+                note = f" (excluded: {c.excluded})"
             lines.append(f"  {c.name:<12} estimated {shown}{note}  [{inputs}]")
         lines.append(f"choice: {self.choice} (lowest estimated time among auto contenders)")
+        if self.tuned is not None:
+            lines.append(f"tuned choice: {self.tuned['choice']} (fastest when timed)")
         return "\n".join(lines)
 
     __repr__ = __str__
 
 
-def explain_problem(problem: ConvProblem, threads: int) -> Explanation:
-    rows = assess(problem, threads)
-    return Explanation(problem, threads, rows, choose(problem, threads, rows))
+def _short(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def explain_problem(problem: ConvProblem, threads: int, precision: str = "default") -> Explanation:
+    rows = assess(problem, threads, precision)
+    return Explanation(problem, threads, precision, rows,
+                       choose(problem, threads, rows, precision),
+                       tune.tuned(problem, threads, precision))
