@@ -1,4 +1,9 @@
-"""``python -m convlab <command>``: the demo workload (more commands come with [selection])."""
+"""``python -m convlab <command>``: ``demo`` (the main job), ``explain`` and ``bench``.
+
+    python -m convlab demo [--threads N] [--repeats N]
+    python -m convlab explain "mb1ic64ih56oc64oh56kh3ph1n\"resnet_50:res2a_branch2b\"" [--threads N]
+    python -m convlab bench --suite resnet_50 [--mb N] [--threads N]
+"""
 from __future__ import annotations
 
 import argparse
@@ -42,9 +47,47 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            "counts from the available cores, -1 = all)")
     demo.add_argument("--repeats", type=_positive_int, default=5,
                       help="timed runs per layer, the median is shown (default: 5)")
-    args = parser.parse_args(argv)
+    explain = commands.add_parser(
+        "explain", help="explain the algorithm choice for a benchdnn problem descriptor",
+        description="Parse a oneDNN benchdnn convolution descriptor (e.g. "
+                    "mb1ic64ih56oc64oh56kh3ph1) and show every algorithm's verdict and "
+                    "estimate, and the choice.")
+    explain.add_argument("descriptor", help="benchdnn descriptor; dilation is 0-based there")
+    explain.add_argument("--mb", type=_positive_int, default=None,
+                         help="override the descriptor's minibatch")
+    explain.add_argument("--threads", type=_thread_count, default=None,
+                         help="thread count to explain for (default: effective core count)")
+    explain.add_argument("--precision", choices=["default", "highest"], default="default")
+    commands.add_parser(
+        "bench", add_help=False,
+        help="time every algorithm (and PyTorch/ONNX Runtime when installed) on a suite; "
+             "see 'python -m convlab bench --help'")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "bench":
+        from convlab.benchmark import main as bench_main
+
+        return bench_main(rest, prog="python -m convlab bench")
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "demo":
         from convlab.demo import run_demo
 
         return run_demo(threads=args.threads, repeats=args.repeats)
+    if args.command == "explain":
+        return _explain(args)
     return 2
+
+
+def _explain(args) -> int:
+    from convlab import select, shapes
+    from convlab.threads import effective_threads
+
+    try:
+        layer = shapes.parse_descriptor(args.descriptor)
+    except ValueError as exc:
+        print(f"error: descriptor: {exc}")
+        return 2
+    problem = layer.problem(mb=args.mb)
+    print(f"descriptor: {layer.canonical()}")
+    print(select.explain_problem(problem, effective_threads(args.threads), args.precision))
+    return 0

@@ -1,0 +1,487 @@
+"""Time convlab's algorithms against PyTorch and ONNX Runtime on real network layers.
+
+    python -m convlab bench --suite resnet_50 --threads 2 --mb 1 --repeats 7
+    python bench/bench_layers.py --suite mobilenet_dw --algorithms direct,auto --csv dw.csv
+
+(``bench/bench_layers.py`` runs this module against the checkout it lives in.) The peers
+are optional: without torch or onnxruntime installed their columns are left out.
+
+Every contender runs in this one process on the same float32 data: each registered convlab
+algorithm (``convlab.convolve(..., algorithm=name)`` on NXC/XIO arrays, the reference
+excluded unless asked for), PyTorch ``conv1d/2d/3d`` on contiguous NCX tensors under
+``torch.no_grad()``, and an ONNX Runtime session of a single ``Conv`` node. After one
+warm-up call each, the contenders take turns within every repeat (the order rotates), so
+machine noise spreads over all of them; the median is reported. Each result is checked once
+against PyTorch (or the float64 reference without it), so a fast wrong kernel shows up.
+
+This is a benchmark, not a test: it prints a table and exits 1 only when a check fails.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+import numpy as np
+
+import convlab
+from convlab import shapes
+from convlab.threads import available_cores, effective_threads
+
+# A result passes when max|got - want| <= CHECK_TOLERANCE * max|want|. Summation-order
+# differences in float32 over up to ~5e3 products per output stay near 1e-6 of the largest
+# output on random data in [-1, 1); a wrong tap or index is off by order 1.
+CHECK_TOLERANCE = 1e-4
+
+
+@dataclass
+class Contender:
+    label: str
+    kind: str  # "convlab", "torch" or "onnxruntime"
+    call: Optional[Callable[[], object]] = None  # None: cannot run this layer
+    why_not: str = ""
+    to_nxc: Callable[[object], np.ndarray] = lambda result: result
+    times: List[float] = field(default_factory=list)
+    error: Optional[float] = None
+
+    @property
+    def median(self) -> Optional[float]:
+        return statistics.median(self.times) if self.times else None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None or self.error <= CHECK_TOLERANCE
+
+
+# --------------------------------------------------------------------------- peers
+
+def _try_import(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def peer_geometry(layer):
+    """Per spatial axis: the input rows the taps read, and the non-negative pads around them.
+
+    PyTorch and ONNX take no negative pads, and PyTorch only symmetric ones. Rows that no
+    tap reads change nothing, so the peers get src cropped to ``[start, stop)`` (outside the
+    timing: it is data preparation, at most a row or two) with pads ``begin``/``end`` that
+    give exactly the layer's output. ``None`` when no tap reads any input row.
+    """
+    crops, begins, ends = [], [], []
+    for i, o, k, s, d, pb in zip(layer.input_shape, layer.output_shape, layer.kernel_shape,
+                                 layer.strides, layer.dilations, layer.pads_begin):
+        last_read = (o - 1) * s + (k - 1) * d - pb  # input index of the last tap
+        start, stop = max(0, -pb), min(i, last_read + 1)
+        if stop <= start:
+            return None
+        crops.append(slice(start, stop))
+        begins.append(max(0, pb))
+        ends.append(last_read + 1 - stop)
+    return crops, begins, ends
+
+
+def _peer_src(src_ncx, geometry):
+    crops = geometry[0]
+    return np.ascontiguousarray(src_ncx[(slice(None), slice(None), *crops)])
+
+
+def torch_contender(torch, layer, src_ncx, weights_oix, threads) -> Contender:
+    import torch.nn.functional as F
+
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}.get(layer.rank)
+    geometry = peer_geometry(layer)
+    if conv is None or geometry is None:
+        return Contender("torch", "torch", why_not=f"rank {layer.rank}" if conv is None
+                         else "no tap reads the input")
+    _, begins, ends = geometry
+    torch.set_num_threads(threads)
+    x = torch.from_numpy(_peer_src(src_ncx, geometry))
+    w = torch.from_numpy(np.ascontiguousarray(weights_oix))
+    kwargs = dict(stride=layer.strides, dilation=layer.dilations, groups=layer.groups)
+    symmetric_output = [(i + 2 * b - ((k - 1) * d + 1)) // s + 1 for i, b, k, d, s in zip(
+        x.shape[2:], begins, layer.kernel_shape, layer.dilations, layer.strides)]
+    if all(e <= b for e, b in zip(ends, begins)) \
+            and tuple(symmetric_output) == layer.output_shape:
+        # PyTorch pads symmetrically; end padding that no tap reads changes nothing.
+        def call():
+            with torch.no_grad():
+                return conv(x, w, padding=begins, **kwargs)
+    else:
+        # Truly asymmetric: pad explicitly inside the timed call, since it is real work.
+        flat = [v for b, e in reversed(list(zip(begins, ends))) for v in (b, e)]
+
+        def call():
+            with torch.no_grad():
+                return conv(F.pad(x, flat), w, **kwargs)
+
+    return Contender("torch", "torch", call,
+                     to_nxc=lambda y: np.moveaxis(y.numpy(), 1, -1))
+
+
+def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Contender:
+    geometry = peer_geometry(layer)
+    if geometry is None:
+        return Contender("onnxrt", "onnxruntime", why_not="no tap reads the input")
+    from onnx import TensorProto, helper, numpy_helper
+
+    _, begins, ends = geometry
+    x = _peer_src(src_ncx, geometry)
+    dst_shape = [x.shape[0], layer.oc, *layer.output_shape]
+    node = helper.make_node(
+        "Conv", ["X", "W"], ["Y"], kernel_shape=list(layer.kernel_shape),
+        strides=list(layer.strides), dilations=list(layer.dilations), group=layer.groups,
+        pads=begins + ends)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, dst_shape)],
+        initializer=[numpy_helper.from_array(np.ascontiguousarray(weights_oix), "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # onnx may write a newer IR version than the installed runtime reads.
+    model.ir_version = min(model.ir_version, 9)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    feed = {"X": x}
+
+    def call():
+        return session.run(None, feed)[0]
+
+    return Contender("onnxrt", "onnxruntime", call,
+                     to_nxc=lambda y: np.moveaxis(y, 1, -1))
+
+
+def convlab_contender(name, layer, src, weights, threads) -> Contender:
+    kwargs = layer.convolve_kwargs()
+    if name != "auto":
+        problem = layer.problem(mb=src.shape[0])
+        reason = convlab.registry.get_algorithm(name).supports(problem)
+        if reason is not None:
+            return Contender(name, "convlab", why_not=reason)
+
+    def call():
+        return convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
+
+    return Contender(name, "convlab", call)
+
+
+# --------------------------------------------------------------------------- running
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    scale = float(np.max(np.abs(want))) or 1.0
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want))) / scale
+
+
+def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, seed):
+    src, weights, _ = layer.arrays(seed=seed)
+    r = layer.rank
+    src_ncx = np.moveaxis(src, -1, 1)
+    weights_oix = weights.transpose(r + 1, r, *range(r))
+    contenders = [convlab_contender(name, layer, src, weights, threads) for name in algorithms]
+    if torch is not None:
+        contenders.append(torch_contender(torch, layer, src_ncx, weights_oix, threads))
+    if ort is not None and onnx is not None:
+        contenders.append(onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix,
+                                                threads))
+    runnable = [c for c in contenders if c.call is not None]
+
+    want = None
+    peer = next((c for c in runnable if c.kind == "torch"), None)
+    if peer is not None:
+        want = np.asarray(peer.to_nxc(peer.call()), np.float64)
+    for contender in runnable:
+        result = None
+        for _ in range(warmup):
+            result = contender.call()
+        if result is None:
+            result = contender.call()
+        if want is None:
+            want = convlab.reference.convolve(src.astype(np.float64),
+                                              weights.astype(np.float64),
+                                              **layer.convolve_kwargs())
+        contender.error = relative_error(contender.to_nxc(result), want)
+
+    for repeat in range(repeats):
+        shift = repeat % len(runnable)
+        for contender in runnable[shift:] + runnable[:shift]:
+            start = time.perf_counter()
+            contender.call()
+            contender.times.append(time.perf_counter() - start)
+    return contenders
+
+
+def geo_mean(values):
+    values = [v for v in values if v is not None and v > 0]
+    return math.exp(statistics.fmean(map(math.log, values))) if values else None
+
+
+def fmt_rate(value, width=9, mark=""):
+    """GFLOP/s with as many decimals as a tiny depthwise layer needs."""
+    if value is None:
+        return f"{'-':>{width}}"
+    digits = 0 if value >= 100 else 1 if value >= 10 else 2
+    return f"{value:>{width - len(mark)}.{digits}f}{mark}"
+
+
+def fmt_ratio(value, width=9):
+    return f"{'-':>{width}}" if value is None else f"{value:>{width - 1}.2f}x"
+
+
+def display_names(layers) -> List[str]:
+    """Names without the network prefix when every layer shares it (``resnet_50:``)."""
+    prefixes = {layer.name.split(":", 1)[0] for layer in layers if ":" in layer.name}
+    if len(prefixes) == 1 and all(":" in layer.name for layer in layers):
+        return [layer.name.split(":", 1)[1] for layer in layers]
+    return [layer.name or "(unnamed)" for layer in layers]
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> str:
+    try:
+        return "/".join(f"{v:.2f}" for v in os.getloadavg()) + " (1/5/15 min)"
+    except (AttributeError, OSError):
+        return "unknown"
+
+
+def command_line() -> str:
+    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def parse_args(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", default="resnet_50",
+                        help=f"benchdnn shape suite, one of {shapes.suites()}")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads per call for every contender (default: convlab's "
+                             "effective thread count)")
+    parser.add_argument("--mb", type=int, default=1,
+                        help="minibatch for every layer (0: the file's own mb)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs per contender")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs per contender")
+    parser.add_argument("--algorithms", default=None,
+                        help="comma-separated convlab algorithms ('auto' allowed); default: "
+                             "every registered one except 'reference'")
+    parser.add_argument("--layers", default=None,
+                        help="comma-separated layer names, with or without the "
+                             "'network:' prefix; default: all")
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    parser.add_argument("--no-onnxruntime", action="store_true",
+                        help="leave ONNX Runtime out")
+    parser.add_argument("--csv", default=None,
+                        help="also write one row per layer and contender to this path")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.warmup < 0 or args.mb < 0:
+        parser.error("--repeats must be >= 1, --warmup >= 0 and --mb >= 0")
+    return args
+
+
+def select_layers(layers, spec):
+    if not spec:
+        return layers
+    wanted = {w.strip() for w in spec.split(",") if w.strip()}
+    names = display_names(layers)
+    chosen = [layer for layer, shown in zip(layers, names)
+              if wanted & {layer.name, layer.short_name, shown}]
+    found = {n for layer, shown in zip(layers, names)
+             for n in (layer.name, layer.short_name, shown)}
+    missing = sorted(wanted - found)
+    if missing:
+        raise SystemExit(f"--layers: {missing} not in this suite; expected names from "
+                         f"{names}")
+    return chosen
+
+
+def main(argv=None, prog=None) -> int:
+    args = parse_args(argv, prog)
+    threads = effective_threads(args.threads)
+    layers = select_layers(shapes.load_suite(args.suite, mb=args.mb or None), args.layers)
+    if args.algorithms:
+        algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+        unknown = [a for a in algorithms if a != "auto" and a not in convlab.algorithms()]
+        if unknown:
+            raise SystemExit(f"--algorithms: {unknown} not registered; expected 'auto' or "
+                             f"names from {convlab.algorithms()}")
+    else:
+        algorithms = [a for a in convlab.algorithms() if a != "reference"]
+    torch = None if args.no_torch else _try_import("torch")
+    onnx = None if args.no_onnxruntime else _try_import("onnx")
+    ort = None if args.no_onnxruntime else _try_import("onnxruntime")
+
+    print(f"command: {command_line()}")
+    print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs, {available_cores()} "
+          f"available to this process; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    versions = [f"python {platform.python_version()}", f"numpy {np.__version__}",
+                f"convlab {convlab.__version__}",
+                f"torch {torch.__version__}" if torch else "torch: not used",
+                f"onnxruntime {ort.__version__} (onnx {onnx.__version__})" if ort and onnx
+                else "onnxruntime: not used"]
+    print("versions: " + ", ".join(versions))
+    print(f"load average before: {load_average()}")
+    print(f"suite {args.suite}: {len(layers)} layers, mb "
+          f"{args.mb if args.mb else 'from file'}, float32, {threads} thread(s), "
+          f"{args.warmup} warm-up + median of {args.repeats} interleaved runs")
+    print(f"check: every result against {'torch' if torch else 'convlab.reference'}, "
+          f"normwise tolerance {CHECK_TOLERANCE:g}")
+    print()
+
+    names = display_names(layers)
+    width = max([len("geo-mean over layers")] + [min(len(n), 32) for n in names])
+    labels = algorithms + (["torch"] if torch else []) + (["onnxrt"] if ort and onnx else [])
+    ratio_labels = algorithms if torch else []
+    layout = Layout(width, [max(9, len(label) + 1) for label in labels],
+                    [max(9, len(label) + 3) for label in ratio_labels])
+    left = f"{'layer':<{width}} {'xN':>3} {'GFLOP':>8} | "
+    header = left + " ".join(f"{label:>{w}}" for label, w in zip(labels, layout.rates))
+    if ratio_labels:
+        header += " | " + " ".join(f"{'t/' + label:>{w}}"
+                                   for label, w in zip(ratio_labels, layout.ratios))
+        print(f"{'':<{len(left)}}{'GFLOP/s':<{sum(layout.rates) + len(labels) - 1}} | "
+              f"torch time / time")
+    print(header)
+    print("-" * len(header))
+
+    started = time.perf_counter()
+    results = []
+    for index, (layer, name) in enumerate(zip(layers, names)):
+        contenders = bench_layer(layer, algorithms, threads, args.repeats, args.warmup,
+                                 torch, onnx, ort, seed=index)
+        results.append((layer, contenders))
+        by = {c.label: c for c in contenders}
+        flops = layer.flops()
+        rates = [None if by[label].median is None else flops / by[label].median / 1e9
+                 for label in labels]
+        ratios = [_ratio(by.get("torch"), by[label]) for label in ratio_labels]
+        print(row(f"{name[:width]}", f"{layer.multiplicity}", f"{flops / 1e9:.3g}", layout,
+                  rates, ratios, marks=["" if by[label].ok else "!" for label in labels]),
+              flush=True)
+    elapsed = time.perf_counter() - started
+    print("-" * len(header))
+    for line in summary_rows(results, labels, ratio_labels, layout):
+        print(line)
+
+    wrong = [(name, c.label, c.error) for name, (_, cs) in zip(names, results) for c in cs
+             if not c.ok]
+    not_run = {}
+    for name, (_, cs) in zip(names, results):
+        skipped = {}
+        for c in cs:
+            if c.call is None:
+                skipped.setdefault(c.why_not, []).append(c.label)
+        for why, skipped_labels in skipped.items():
+            not_run.setdefault((", ".join(skipped_labels), why), []).append(name)
+    for (skipped_labels, why), where in not_run.items():
+        print(f"not run: {skipped_labels} on {', '.join(where)}: {why}")
+    for name, label, error in wrong:
+        print(f"WRONG (marked !): {label} on {name}: normwise error {error:.2e} > "
+              f"{CHECK_TOLERANCE:g}")
+    if not wrong:
+        worst = max((c.error for _, cs in results for c in cs if c.error is not None),
+                    default=0.0)
+        print(f"all results agree (largest normwise error {worst:.1e})")
+    print(f"bench time {elapsed:.1f} s; load average after: {load_average()}")
+    if args.csv:
+        write_csv(args.csv, args, threads, results)
+        print(f"wrote {args.csv}")
+    return 1 if wrong else 0
+
+
+def _ratio(torch_contender: Optional[Contender], contender: Contender) -> Optional[float]:
+    if torch_contender is None or torch_contender.median is None or contender.median is None:
+        return None
+    return torch_contender.median / contender.median
+
+
+@dataclass
+class Layout:
+    name: int  # width of the layer-name column
+    rates: List[int]  # width of each GFLOP/s column
+    ratios: List[int]  # width of each torch-ratio column
+
+
+def row(name, count, work, layout, rates, ratios, marks=None) -> str:
+    marks = marks or [""] * len(rates)
+    text = f"{name:<{layout.name}} {count:>3} {work:>8} | " + " ".join(
+        fmt_rate(rate, w, mark) for rate, w, mark in zip(rates, layout.rates, marks))
+    if ratios:
+        text += " | " + " ".join(fmt_ratio(r, w) for r, w in zip(ratios, layout.ratios))
+    return text
+
+
+def summary_rows(results, labels, ratio_labels, layout) -> List[str]:
+    """Geo-means over layers, and network totals that count each layer ``multiplicity``
+    times (only when a contender ran every layer, else the total would not compare)."""
+    def contender(cs, label):
+        return next(c for c in cs if c.label == label)
+
+    geo, totals = [], []
+    for label in labels:
+        runs = [(layer, contender(cs, label).median) for layer, cs in results]
+        geo.append(geo_mean([layer.flops() / t / 1e9 for layer, t in runs if t]))
+        if all(t for _, t in runs):
+            work = sum(layer.flops() * layer.multiplicity for layer, _ in runs)
+            totals.append(work / sum(t * layer.multiplicity for layer, t in runs) / 1e9)
+        else:
+            totals.append(None)
+    geo_ratio, total_ratio = [], []
+    for label in ratio_labels:
+        runs = [(layer, contender(cs, "torch").median, contender(cs, label).median)
+                for layer, cs in results]
+        geo_ratio.append(geo_mean([tt / tc for _, tt, tc in runs if tt and tc]))
+        complete = all(tt and tc for _, tt, tc in runs)
+        total_ratio.append(sum(tt * layer.multiplicity for layer, tt, _ in runs)
+                           / sum(tc * layer.multiplicity for layer, _, tc in runs)
+                           if complete else None)
+    occurrences = sum(layer.multiplicity for layer, _ in results)
+    work = sum(layer.flops() * layer.multiplicity for layer, _ in results) / 1e9
+    return [row("geo-mean over layers", "", "", layout, geo, geo_ratio),
+            row("network total (xN)", f"{occurrences}", f"{work:.3g}", layout, totals,
+                total_ratio)]
+
+
+def write_csv(path, args, threads, results) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["suite", "layer", "multiplicity", "mb", "rank", "descriptor",
+                         "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
+                         "torch_time_over_this", "check_error", "check_ok", "not_run_reason"])
+        for layer, contenders in results:
+            torch_run = next((c for c in contenders if c.label == "torch"), None)
+            for c in contenders:
+                t = c.median
+                ratio = _ratio(torch_run, c)
+                writer.writerow([
+                    args.suite, layer.name, layer.multiplicity, layer.mb, layer.rank,
+                    layer.canonical(), f"{layer.flops() / 1e9:.6f}", threads, c.label,
+                    "" if t is None else f"{t * 1e3:.4f}",
+                    "" if not c.times else f"{min(c.times) * 1e3:.4f}",
+                    "" if t is None else f"{layer.flops() / t / 1e9:.3f}",
+                    "" if ratio is None else f"{ratio:.4f}",
+                    "" if c.error is None else f"{c.error:.3e}", c.ok, c.why_not])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
