@@ -218,7 +218,7 @@ def run_demo(threads: Optional[int] = None, repeats: int = 5) -> int:
         print(f"* fewer runs than --repeats {repeats}, to keep the demo inside its "
               f"{TIME_BUDGET_SECONDS:.0f} s timing budget")
     agree = worst <= AGREE_TOLERANCE
-    print(f"convlab and the NumPy baseline agree on every layer: normwise difference "
-          f"{worst:.1e} (tolerance {AGREE_TOLERANCE:.0e}) {'OK' if agree else 'FAILED'}")
+    print(f"largest normwise difference between convlab and the NumPy baseline: "
+          f"{worst:.1e} (tolerance {AGREE_TOLERANCE:.0e}): {'OK' if agree else 'FAILED'}")
     print(f"demo finished in {time.perf_counter() - started:.1f} s{_load_note()}")
     return 0 if agree else 1

@@ -227,3 +227,20 @@ def test_layer_is_frozen():
     assert isinstance(layer, Layer)
     with pytest.raises(AttributeError):
         layer.mb = 4
+
+
+def test_demo_numpy_baseline_matches_the_reference_on_dilated_and_1d_layers():
+    # The demo's yardstick must be right on every geometry the files hold: 1-D to 3-D,
+    # dilation, groups, asymmetric and negative derived pads.
+    from convlab.demo import numpy_baseline
+
+    for layer in shapes.load_suite("dilated", mb=1) + shapes.load_suite("1d", mb=1):
+        src, weights, _ = layer.arrays(seed=3)
+        expected = convlab.reference.convolve(src.astype(np.float64),
+                                              weights.astype(np.float64),
+                                              **layer.convolve_kwargs())
+        got = numpy_baseline(src, weights, **layer.convolve_kwargs())
+        assert got.dtype == np.float32 and got.shape == expected.shape, layer.descriptor
+        np.testing.assert_allclose(got, expected, rtol=1e-4,
+                                   atol=1e-5 * max(1.0, np.abs(expected).max()),
+                                   err_msg=layer.descriptor)

@@ -41,13 +41,22 @@ def group_colour(index: int) -> str:
 
 def cell(ax, x, y, face, text=None, *, hatch=None, fontsize=9, text_colour="black",
          width=1.0, height=1.0, linewidth=0.8):
-    """One square of a grid with its lower-left corner at (x, y), and an optional label."""
+    """One square of a grid with its lower-left corner at (x, y), and an optional label.
+
+    Returns the Rectangle and the Text (or None), for figures that update them later.
+    """
     patches = mpl("matplotlib.patches")
-    ax.add_patch(patches.Rectangle((x, y), width, height, facecolor=face, edgecolor=EDGE,
-                                   hatch=hatch, linewidth=linewidth))
+    # Cells lie inside the axes limits, so the layout engine need not measure them; with
+    # hundreds of labels, measuring them would dominate the drawing time.
+    patch = ax.add_patch(patches.Rectangle((x, y), width, height, facecolor=face,
+                                           edgecolor=EDGE, hatch=hatch, linewidth=linewidth))
+    patch.set_in_layout(False)
+    label = None
     if text is not None:
-        ax.text(x + width / 2, y + height / 2, text, ha="center", va="center",
-                fontsize=fontsize, color=text_colour)
+        label = ax.text(x + width / 2, y + height / 2, text, ha="center", va="center",
+                        fontsize=fontsize, color=text_colour)
+        label.set_in_layout(False)
+    return patch, label
 
 
 def bare(ax, xlim, ylim):

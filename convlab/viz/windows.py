@@ -32,10 +32,13 @@ class Windows:
     taps : numpy.ndarray of int, shape ``(*O, *K, r)``
         ``taps[o, k]`` is the src coordinate read by tap ``k`` of output ``o``. A
         coordinate outside ``[0, I)`` on some axis lands on zero padding.
+    algorithm : str
+        The convlab algorithm that was probed (and that computes values in figures).
     """
 
     problem: ConvProblem
     taps: np.ndarray
+    algorithm: str = "direct"
 
     @property
     def rank(self) -> int:
@@ -130,7 +133,7 @@ def windows(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides=
         raise RuntimeError(f"algorithm={algorithm!r} read src elements other than "
                            f"src[o*S + k*D - P_b] ({problem.describe()})")
 
-    result = Windows(problem, taps)
+    result = Windows(problem, taps, algorithm)
     on_src = probe.tap_hits(input_shape, kernel_shape, strides=problem.strides,
                             dilations=problem.dilations, pads_begin=problem.pads_begin,
                             pads_end=problem.pads_end, algorithm=algorithm)
@@ -146,13 +149,10 @@ def windows(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides=
 
 # --------------------------------------------------------------------------- drawing
 
-def _plane(win: Windows):
-    """1-D problems are drawn as one row of a 2-D grid."""
-    if win.rank == 1:
-        return (1,), ((0, 1),)
-    if win.rank == 2:
-        return (), ()
-    raise ValueError(f"windows of rank {win.rank} cannot be drawn; expected a 1-D or 2-D "
+def _check_drawable(win: Windows):
+    """1-D problems are drawn as one row of a 2-D grid; 3-D ones would need a volume."""
+    if win.rank not in (1, 2):
+        raise ValueError(f"windows of rank {win.rank} cannot be drawn; expected a 1-D or 2-D "
                      f"problem")
 
 
@@ -178,90 +178,132 @@ def _values(win: Windows, src, weights):
     p = win.problem
     dst = convlab.convolve(src[None, ..., None], weights[..., None, None], strides=p.strides,
                            dilations=p.dilations, pads_begin=p.pads_begin,
-                           pads_end=p.pads_end)[0, ..., 0]
+                           pads_end=p.pads_end, algorithm=win.algorithm)[0, ..., 0]
     return src, weights.reshape(-1), dst
 
 
-def _draw_src(ax, win: Windows, output_index, src, weights=None):
-    """The src grid over the union of the input and the padded extent, taps highlighted."""
-    p = win.problem
-    bounds = win.padded_bounds
-    if win.rank == 1:
-        bounds = ((0, 1),) + bounds
-        in_shape = (1,) + win.input_shape
-    else:
+class _WindowFigure:
+    """The src and dst grids drawn once; each frame only recolours and relabels cells.
+
+    Rebuilding hundreds of patches and texts per frame made animations several times
+    slower than redrawing them, so the artists are kept and updated in place.
+    """
+
+    def __init__(self, win: Windows, src, weights, dst, title, figsize):
+        _check_drawable(win)
+        self.win, self.src, self.weights, self.dst, self.title = win, src, weights, dst, title
+        self.order = win.outputs()
+        self.fig, (self.src_ax, self.dst_ax) = _window_figure(win, figsize)
+        self.src_cells = {}     # (row, col) -> (patch, text, base face, base text)
+        self.dst_cells = {}     # output index -> (patch, text)
+        self.tap_labels = []    # "×w" texts of the current frame
+        self.current_taps = []
+        self._draw_src()
+        self._draw_dst()
+
+    def _draw_src(self):
+        win, ax, src = self.win, self.src_ax, self.src
+        p = win.problem
+        bounds = win.padded_bounds
         in_shape = win.input_shape
-    lo = [min(0, b[0]) for b in bounds]
-    hi = [max(i, b[1]) for i, b in zip(in_shape, bounds)]
-    taps = {}
-    if output_index is not None:
-        reads = _as2d(win, win.reads(output_index))
-        taps = {tuple(c): k for k, c in enumerate(reads)}
-    for row in range(lo[0], hi[0]):
-        for col in range(lo[1], hi[1]):
-            in_src = 0 <= row < in_shape[0] and 0 <= col < in_shape[1]
-            in_pad = bounds[0][0] <= row < bounds[0][1] and bounds[1][0] <= col < bounds[1][1]
-            y = -row - 1  # row 0 at the top
-            if not in_src and not in_pad:
-                continue  # a corner beyond both the input and the padded extent
-            if in_src and not in_pad:
-                render.cell(ax, col, y, render.CROP_FACE, "crop", hatch="xx", fontsize=7,
-                            text_colour="white")
-                continue
-            if (row, col) in taps:
-                face = render.TAP_FACE
-            else:
-                face = render.SRC_FACE if in_src else render.PAD_FACE
-            if (row, col) in taps and src is None and win.rank == 2:
-                text = f"k{taps[(row, col)]}"  # a 2-D index would not fit; flat tap number
-            elif not in_src:
-                text = "0"
-            elif src is not None:
-                text = render.format_value(src[(row, col)[2 - win.rank:]])
-            else:
-                text = str(col) if win.rank == 1 else ""
-            render.cell(ax, col, y, face, text, hatch=None if in_src else "///")
-            if (row, col) in taps and weights is not None:
-                ax.text(col + 0.5, y + 0.12, f"×{render.format_value(weights[taps[(row, col)]])}",
-                        ha="center", va="bottom", fontsize=7, color="#5a2d00")
-    render.bare(ax, (lo[1] - 0.2, hi[1] + 0.2), (-hi[0] - 0.2, -lo[0] + 0.2))
-    ax.set_xticks(np.arange(lo[1], hi[1]) + 0.5, [str(c) for c in range(lo[1], hi[1])],
-                  fontsize=8)
-    if win.rank == 2:
-        ax.set_yticks(-np.arange(lo[0], hi[0]) - 0.5, [str(r) for r in range(lo[0], hi[0])],
+        if win.rank == 1:
+            bounds, in_shape = ((0, 1),) + bounds, (1,) + in_shape
+        lo = [min(0, b[0]) for b in bounds]
+        hi = [max(i, b[1]) for i, b in zip(in_shape, bounds)]
+        for row in range(lo[0], hi[0]):
+            for col in range(lo[1], hi[1]):
+                in_src = 0 <= row < in_shape[0] and 0 <= col < in_shape[1]
+                in_pad = (bounds[0][0] <= row < bounds[0][1]
+                          and bounds[1][0] <= col < bounds[1][1])
+                y = -row - 1  # row 0 at the top
+                if not in_src and not in_pad:
+                    continue  # a corner beyond both the input and the padded extent
+                if not in_pad:
+                    render.cell(ax, col, y, render.CROP_FACE, "crop", hatch="xx", fontsize=7,
+                                text_colour="white")
+                    continue
+                if not in_src:
+                    face, text = render.PAD_FACE, "0"
+                elif src is not None:
+                    face, text = render.SRC_FACE, render.format_value(
+                        src[(row, col)[2 - win.rank:]])
+                else:
+                    face, text = render.SRC_FACE, (str(col) if win.rank == 1 else "")
+                patch, label = render.cell(ax, col, y, face, text,
+                                           hatch=None if in_src else "///")
+                self.src_cells[(row, col)] = (patch, label, face, text)
+        render.bare(ax, (lo[1] - 0.2, hi[1] + 0.2), (-hi[0] - 0.2, -lo[0] + 0.2))
+        ax.set_xticks(np.arange(lo[1], hi[1]) + 0.5, [str(c) for c in range(lo[1], hi[1])],
                       fontsize=8)
-    else:
-        ax.set_yticks([])
-    pads = ", ".join(f"{b}/{e}" for b, e in zip(p.pads_begin, p.pads_end))
-    ax.set_title(f"src  I={_shape(p.input_shape)}  K={_shape(p.kernel_shape)}  "
-                 f"S={_shape(p.strides)}  D={_shape(p.dilations)}  P_b/P_e={pads}",
-                 fontsize=9)
-
-
-def _draw_dst(ax, win: Windows, output_index, dst, order):
-    shape = ((1,) + win.output_shape) if win.rank == 1 else win.output_shape
-    current = None if output_index is None else order.index(tuple(output_index))
-    for flat, o in enumerate(order):
-        row, col = ((0,) + o) if win.rank == 1 else o
-        if current is not None and flat == current:
-            face, colour = render.OUT_FACE, "white"
-        elif current is not None and flat < current:
-            face, colour = render.DONE_FACE, "black"
+        if win.rank == 2:
+            ax.set_yticks(-np.arange(lo[0], hi[0]) - 0.5,
+                          [str(r) for r in range(lo[0], hi[0])], fontsize=8)
         else:
-            face, colour = render.SRC_FACE, "black"
-        if dst is not None:
-            text = render.format_value(dst[o]) if current is None or flat <= current else ""
-        else:
-            text = ",".join(map(str, o))
-        render.cell(ax, col, -row - 1, face, text, text_colour=colour)
-    render.bare(ax, (-0.2, shape[1] + 0.2), (-shape[0] - 0.2, 0.2))
-    ax.set_xticks(np.arange(shape[1]) + 0.5, [str(c) for c in range(shape[1])], fontsize=8)
-    if win.rank == 2:
-        ax.set_yticks(-np.arange(shape[0]) - 0.5, [str(r) for r in range(shape[0])],
+            ax.set_yticks([])
+        pads = ", ".join(f"{b}/{e}" for b, e in zip(p.pads_begin, p.pads_end))
+        ax.set_title(f"src  I={_shape(p.input_shape)}  K={_shape(p.kernel_shape)}  "
+                     f"S={_shape(p.strides)}  D={_shape(p.dilations)}  P_b/P_e={pads}",
+                     fontsize=9)
+
+    def _draw_dst(self):
+        win, ax = self.win, self.dst_ax
+        shape = ((1,) + win.output_shape) if win.rank == 1 else win.output_shape
+        for o in self.order:
+            row, col = ((0,) + o) if win.rank == 1 else o
+            self.dst_cells[o] = render.cell(ax, col, -row - 1, render.SRC_FACE, "")
+        render.bare(ax, (-0.2, shape[1] + 0.2), (-shape[0] - 0.2, 0.2))
+        ax.set_xticks(np.arange(shape[1]) + 0.5, [str(c) for c in range(shape[1])],
                       fontsize=8)
-    else:
-        ax.set_yticks([])
-    ax.set_title(f"dst  O={_shape(win.output_shape)}", fontsize=9)
+        if win.rank == 2:
+            ax.set_yticks(-np.arange(shape[0]) - 0.5, [str(r) for r in range(shape[0])],
+                          fontsize=8)
+        else:
+            ax.set_yticks([])
+        ax.set_title(f"dst  O={_shape(win.output_shape)}", fontsize=9)
+
+    def show(self, output_index):
+        """Highlight the taps of ``dst[output_index]`` and the outputs computed so far."""
+        win = self.win
+        for key in self.current_taps:
+            patch, label, face, text = self.src_cells[key]
+            patch.set_facecolor(face)
+            label.set_text(text)
+        for label in self.tap_labels:
+            label.remove()
+        self.current_taps, self.tap_labels = [], []
+        for k, coord in enumerate(_as2d(win, win.reads(output_index))):
+            key = tuple(int(c) for c in coord)
+            patch, label, _, _ = self.src_cells[key]
+            patch.set_facecolor(render.TAP_FACE)
+            if self.src is None and win.rank == 2:
+                label.set_text(f"k{k}")  # a 2-D tap index would not fit; the flat number
+            if self.weights is not None:
+                x, y = patch.get_x(), patch.get_y()
+                self.tap_labels.append(self.src_ax.text(
+                    x + 0.5, y + 0.12, f"×{render.format_value(self.weights[k])}",
+                    ha="center", va="bottom", fontsize=7, color="#5a2d00",
+                    # readable over the hatching of padding cells too
+                    bbox={"facecolor": render.TAP_FACE, "edgecolor": "none", "pad": 0.6}))
+            self.current_taps.append(key)
+
+        current = self.order.index(tuple(output_index))
+        for flat, o in enumerate(self.order):
+            patch, label = self.dst_cells[o]
+            if flat == current:
+                face, colour = render.OUT_FACE, "white"
+            elif flat < current:
+                face, colour = render.DONE_FACE, "black"
+            else:
+                face, colour = render.SRC_FACE, "black"
+            if self.dst is not None:
+                text = render.format_value(self.dst[o]) if flat <= current else ""
+            else:
+                text = ",".join(map(str, o))
+            patch.set_facecolor(face)
+            label.set_text(text)
+            label.set_color(colour)
+        caption = _caption(win, output_index, self.src, self.dst, self.weights)
+        self.fig.suptitle(f"{self.title}: {caption}" if self.title else caption, fontsize=10)
 
 
 def _shape(values) -> str:
@@ -269,8 +311,6 @@ def _shape(values) -> str:
 
 
 def _caption(win: Windows, output_index, src, dst, weights=None) -> str:
-    if output_index is None:
-        return ""
     reads = win.reads(output_index)
     inside = np.all((reads >= 0) & (reads < np.array(win.input_shape)), axis=-1)
     o = ",".join(map(str, output_index))
@@ -282,6 +322,7 @@ def _caption(win: Windows, output_index, src, dst, weights=None) -> str:
                 f"{int((~inside).sum())} zeros of padding")
     if dst is not None and weights is not None and win.rank == 1:
         fmt = render.format_value
+
         def factor(value):
             return f"({fmt(value)})" if value < 0 else fmt(value)
         terms = [f"{factor(src[c[0]]) if ok else 0}·{factor(w)}"
@@ -293,28 +334,18 @@ def _caption(win: Windows, output_index, src, dst, weights=None) -> str:
 
 
 def _window_figure(win: Windows, figsize):
-    _plane(win)
     if win.rank == 1:
-        width = max(b[1] for b in win.padded_bounds) - min(b[0] for b in win.padded_bounds)
-        width = max(width, win.input_shape[0])
+        (lo, hi), = win.padded_bounds
+        width = max(hi, win.input_shape[0]) - min(lo, 0)
         fig = render.new_figure(figsize or (max(5.0, 0.55 * width + 1), 2.6))
         axes = fig.subplots(2, 1, height_ratios=[1, 1])
     else:
-        rows = max(b[1] - b[0] for b in win.padded_bounds[:1])
-        cols = [max(b[1], i) - min(b[0], 0) for b, i in zip(win.padded_bounds, win.input_shape)]
-        fig = render.new_figure(figsize or (0.5 * (cols[1] + win.output_shape[1]) + 2,
-                                            0.5 * max(rows, cols[0]) + 1.4))
-        axes = fig.subplots(1, 2, width_ratios=[cols[1], max(win.output_shape[1], 2)])
+        extents = [max(b[1], i) - min(b[0], 0)
+                   for b, i in zip(win.padded_bounds, win.input_shape)]
+        fig = render.new_figure(figsize or (0.45 * (extents[1] + win.output_shape[1]) + 2,
+                                            0.45 * extents[0] + 1.4))
+        axes = fig.subplots(1, 2, width_ratios=[extents[1], max(win.output_shape[1], 2)])
     return fig, axes
-
-
-def _render_frame(fig, axes, win, output_index, src, weights, dst, order, title=""):
-    for ax in axes:
-        ax.clear()
-    _draw_src(axes[0], win, output_index, src, weights)
-    _draw_dst(axes[1], win, output_index, dst, order)
-    caption = _caption(win, output_index, src, dst, weights)
-    fig.suptitle(f"{title}: {caption}" if title else caption, fontsize=10)
 
 
 def plot_window(win: Windows, output_index: Optional[Sequence[int]] = None, *, src=None,
@@ -347,9 +378,9 @@ def plot_window(win: Windows, output_index: Optional[Sequence[int]] = None, *, s
         raise ValueError(f"output_index={output_index} is outside the output shape "
                          f"{win.output_shape}")
     src, weights, dst = _values(win, src, weights)
-    fig, axes = _window_figure(win, figsize)
-    _render_frame(fig, axes, win, output_index, src, weights, dst, order, title)
-    return fig
+    figure = _WindowFigure(win, src, weights, dst, title, figsize)
+    figure.show(output_index)
+    return figure.fig
 
 
 def animate_windows(win: Windows, *, src=None, weights=None, interval: int = 700,
@@ -371,12 +402,16 @@ def animate_windows(win: Windows, *, src=None, weights=None, interval: int = 700
         if o not in order:
             raise ValueError(f"output {o} is outside the output shape {win.output_shape}")
     src, weights, dst = _values(win, src, weights)
-    fig, axes = _window_figure(win, figsize)
+    figure = _WindowFigure(win, src, weights, dst, title, figsize)
+    figure.show(frames[0])
+    # Lay the figure out once: every frame has the same grids, and a fixed layout keeps
+    # them from shifting as captions change length (and saves drawing time).
+    figure.fig.draw_without_rendering()
+    figure.fig.set_layout_engine("none")
 
     def update(frame):
-        _render_frame(fig, axes, win, frames[frame], src, weights, dst, order, title)
+        figure.show(frames[frame])
         return []
 
-    update(0)
-    return animation.FuncAnimation(fig, update, frames=len(frames), interval=interval,
+    return animation.FuncAnimation(figure.fig, update, frames=len(frames), interval=interval,
                                    blit=False, repeat=True)
