@@ -163,8 +163,17 @@ def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Co
                      to_nxc=lambda y: np.moveaxis(y, 1, -1))
 
 
+# Pseudo-algorithms: "auto" is convolve's own choice, one-shot (weights prepared on every
+# call); "plan" is a convlab.Convolution built once, so its weights are prepared once, like
+# an ONNX Runtime session's prepacked weights.
+PSEUDO_ALGORITHMS = ("auto", "plan")
+
+
 def convlab_contender(name, layer, src, weights, threads) -> Contender:
     kwargs = layer.convolve_kwargs()
+    if name == "plan":
+        plan = convlab.Convolution(weights, threads=threads, **kwargs)
+        return Contender(name, "convlab", lambda: plan(src))
     if name != "auto":
         problem = layer.problem(mb=src.shape[0])
         reason = convlab.registry.get_algorithm(name).supports(problem)
@@ -282,8 +291,8 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per contender")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per contender")
     parser.add_argument("--algorithms", default=None,
-                        help="comma-separated convlab algorithms ('auto' allowed); default: "
-                             "every registered one except 'reference'")
+                        help="comma-separated convlab algorithms ('auto' and 'plan' allowed); "
+                             "default: every registered one except 'reference', and 'auto'")
     parser.add_argument("--layers", default=None,
                         help="comma-separated layer names, with or without the "
                              "'network:' prefix; default: all")
@@ -320,12 +329,13 @@ def main(argv=None, prog=None) -> int:
     layers = select_layers(shapes.load_suite(args.suite, mb=args.mb or None), args.layers)
     if args.algorithms:
         algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-        unknown = [a for a in algorithms if a != "auto" and a not in convlab.algorithms()]
+        unknown = [a for a in algorithms
+                   if a not in PSEUDO_ALGORITHMS and a not in convlab.algorithms()]
         if unknown:
-            raise SystemExit(f"--algorithms: {unknown} not registered; expected 'auto' or "
-                             f"names from {convlab.algorithms()}")
+            raise SystemExit(f"--algorithms: {unknown} not registered; expected "
+                             f"{list(PSEUDO_ALGORITHMS)} or names from {convlab.algorithms()}")
     else:
-        algorithms = [a for a in convlab.algorithms() if a != "reference"]
+        algorithms = [a for a in convlab.algorithms() if a != "reference"] + ["auto"]
     torch = None if args.no_torch else _try_import("torch")
     onnx = None if args.no_onnxruntime else _try_import("onnx")
     ort = None if args.no_onnxruntime else _try_import("onnxruntime")
@@ -366,7 +376,7 @@ def main(argv=None, prog=None) -> int:
 
     started = time.perf_counter()
     results = []
-    for index, (layer, name) in enumerate(zip(layers, names)):
+    for index, (layer, name) in enumerate(progress(list(zip(layers, names)), args.suite)):
         contenders = bench_layer(layer, algorithms, threads, args.repeats, args.warmup,
                                  torch, onnx, ort, seed=index)
         results.append((layer, contenders))
@@ -376,11 +386,13 @@ def main(argv=None, prog=None) -> int:
                  for label in labels]
         ratios = [_ratio(by.get("torch"), by[label]) for label in ratio_labels]
         print(row(f"{name[:width]}", f"{layer.multiplicity}", f"{flops / 1e9:.3g}", layout,
-                  rates, ratios, marks=["" if by[label].ok else "!" for label in labels]),
-              flush=True)
+                  rates, ratios, marks=["" if by[label].ok else "!" for label in labels])
+              + extra_columns(contenders), flush=True)
     elapsed = time.perf_counter() - started
     print("-" * len(header))
     for line in summary_rows(results, labels, ratio_labels, layout):
+        print(line)
+    for line in selection_summary(results, names):
         print(line)
 
     wrong = [(name, c.label, c.error) for name, (_, cs) in zip(names, results) for c in cs
@@ -407,6 +419,71 @@ def main(argv=None, prog=None) -> int:
         write_csv(args.csv, args, threads, results)
         print(f"wrote {args.csv}")
     return 1 if wrong else 0
+
+
+def progress(items, suite):
+    """Layers with a progress bar on stderr when tqdm is installed and stderr is a terminal."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc=suite, unit="layer", leave=False, file=sys.stderr,
+                disable=not sys.stderr.isatty())
+
+
+def regret(contenders) -> Optional[float]:
+    """auto's time over the fastest registered algorithm's time on this layer (1 = ideal)."""
+    by = {c.label: c for c in contenders}
+    auto = by.get("auto")
+    times = [c.median for c in contenders if c.kind == "convlab"
+             and c.label not in PSEUDO_ALGORITHMS and c.median is not None]
+    if auto is None or auto.median is None or not times:
+        return None
+    return auto.median / min(times)
+
+
+def fastest(contenders) -> Optional[str]:
+    runs = [c for c in contenders if c.kind == "convlab" and c.label not in PSEUDO_ALGORITHMS
+            and c.median is not None]
+    return min(runs, key=lambda c: c.median).label if runs else None
+
+
+def _ort_over_plan(contenders) -> Optional[float]:
+    by = {c.label: c for c in contenders}
+    plan, ort = by.get("plan"), by.get("onnxrt")
+    if plan is None or ort is None or plan.median is None or ort.median is None:
+        return None
+    return ort.median / plan.median
+
+
+def extra_columns(contenders) -> str:
+    text = ""
+    value = regret(contenders)
+    if value is not None:
+        text += f" | regret {value:5.2f} (best {fastest(contenders)})"
+    value = _ort_over_plan(contenders)
+    if value is not None:
+        text += f" | ort/plan {value:5.2f}x"
+    return text
+
+
+def selection_summary(results, names) -> List[str]:
+    """How good auto's choice was over the suite, and plan against ONNX Runtime."""
+    lines = []
+    regrets = [(regret(cs), name) for name, (_, cs) in zip(names, results)]
+    regrets = [(r, name) for r, name in regrets if r is not None]
+    if regrets:
+        worst, where = max(regrets)
+        right = sum(1 for r, _ in regrets if r <= 1.05)
+        lines.append(f"auto regret (auto time / fastest algorithm's time): geo-mean "
+                     f"{geo_mean([r for r, _ in regrets]):.3f}, worst {worst:.2f} ({where}); "
+                     f"within 5% of the fastest on {right}/{len(regrets)} layers")
+    ratios = [_ort_over_plan(cs) for _, cs in results]
+    ratios = [r for r in ratios if r is not None]
+    if ratios:
+        lines.append(f"plan vs ONNX Runtime session (onnxrt time / plan time): geo-mean "
+                     f"{geo_mean(ratios):.2f}x, lowest {min(ratios):.2f}x")
+    return lines
 
 
 def _ratio(torch_contender: Optional[Contender], contender: Contender) -> Optional[float]:
