@@ -56,10 +56,11 @@ class Tolerance:
 # rank) times the data of the whole tile (Barabasz et al., "Error analysis and improving the
 # accuracy of Winograd convolution for deep neural networks", ACM TOMS 2020), so an output
 # whose own taps are small can carry its neighbours' rounding: scale="output". Measured
-# worst normwise ratios (the same quantity, factor 1) over the grid and 150 random
-# 3-kernel problems per rank 1-3 with IC/G up to 32, float32/float64: winograd2 0.7/0.6,
-# winograd4 6.3/7.2, winograd6 26/24 (rank 3). Factors leave about 4x headroom above
-# those; a missing tap still exceeds the winograd6 bound by ~400x in float32 at L = 27.
+# worst normwise ratios (the same quantity, factor 1) over the grid and 5 x 150 random
+# 3-kernel problems of rank 1-3 with IC/G up to 32, float32/float64: winograd2 0.7/0.6,
+# winograd4 6.3/7.4, winograd6 26/38 (rank 3). The factors leave 3.4x or more headroom;
+# a missing tap still exceeds the winograd6 bound by two orders of magnitude in float32
+# at L = 27.
 # Keys are algorithm-name prefixes; the longest match wins. "" is the default.
 TOLERANCES = {
     "": Tolerance(float32=16.0, float64=16.0),
@@ -90,7 +91,7 @@ def reduction_length(problem: convlab.ConvProblem) -> int:
 
 
 def assert_matches_reference(got, src, weights, bias, attributes, algorithm, context=""):
-    """``got`` against the float64 oracle, within the per-element bound described above."""
+    """``got`` against the float64 oracle, within the algorithm's :class:`Tolerance`."""
     problem = problem_of(src, weights, bias, attributes)
     expected = convlab.reference.convolve(src, weights, bias, **attributes)
     magnitude = convlab.reference.convolve(

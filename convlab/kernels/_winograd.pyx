@@ -1,21 +1,35 @@
 # cython: language_level=3
-"""Winograd convolution on canonical layouts: tile transforms, batched GEMMs, one parallel region.
+"""Winograd convolution on canonical layouts: tile transforms and batched GEMMs in OpenMP.
 
-The tiles of all batch entries form one list, cut into chunks of ``block_tiles`` tiles.
-Threads take chunks; for each group a thread
+The tiles of all batch entries form one list, cut into blocks. For each group a block goes
+through three steps:
 
-1. transforms its tiles' inputs, ``V[pos, tile, ic] = (B^T d B)[pos]``  (C, per tile);
-2. runs one GEMM per transform position, ``M[pos] = V[pos] @ U[g, pos]``
-   ([tiles x ICg] x [ICg x OCg]) through SciPy's BLAS (``cython_blas``), single-threaded
-   inside this OpenMP region (the caller limits BLAS to one thread);
-3. transforms back, ``dst = A^T M A + bias``, keeping the outputs that fall inside dst.
+1. the input transform, ``V[pos, tile, ic] = (B^T d B)[pos]``  (C, per tile);
+2. one GEMM per transform position, ``M[pos] = V[pos] @ U[g, pos]``
+   ([tiles x ICg] x [ICg x OCg]) by the micro-kernels of winograd_gemm.h, on U packed in
+   panels by :func:`transform_weights`;
+3. the output transform, ``dst = A^T M A + bias``, keeping the outputs inside dst.
 
-Each thread's V and M stay in its own workspace, so the memory in use is
-``threads * block_tiles * P * (ICg + OCg)`` elements however big the problem is.
+Two ways to share the work among threads (``shared``):
+
+* per thread (False): each thread takes whole blocks and runs all three steps on them in
+  its own workspace, which stays in its cache. Suits narrow layers, whose U slices are
+  small enough to re-read for every block.
+* shared (True): all threads work on one block at a time, splitting steps 1 and 3 by
+  tiles and step 2 by transform positions, so each GEMM gets every tile of the block as
+  rows and each U slice is read once per block. Suits wide layers with few tiles, where
+  a per-thread block would hold too few rows to pay for reading a U slice of ICg x OCg.
+  Shared runs may also compute U's slices on the fly from the filter (``U=None``).
+
+Memory: per thread ``threads * block * P * (ICg + OCg)`` elements, shared
+``block * P * (IC + OC)``, plus two tile buffers (and a U slice if fused) per thread,
+whatever the problem size; rows are padded to GEMM micro-tiles, channels to panels and
+planes to an odd number of cache lines (see :func:`rows_capacity`,
+:func:`position_stride`), all from one 64-byte-aligned allocation.
 """
 cimport cython
 from cython.parallel cimport parallel, prange
-from scipy.linalg.cython_blas cimport dgemm, sgemm
+from libc.string cimport memset
 
 import numpy as np
 
@@ -38,28 +52,46 @@ cdef extern from "winograd_kernels.h" nogil:
         Py_ssize_t kernel[3]
         Py_ssize_t channel_chunk
 
+    int wg_max_gemm_level()
+    Py_ssize_t wg_gemm_mr(int level)
+    Py_ssize_t wg_gemm_nr_f(int level)
+    Py_ssize_t wg_gemm_nr_d(int level)
+    void wg_gemm_f(int level, Py_ssize_t rows, Py_ssize_t k, Py_ssize_t panels,
+                   const float *A, Py_ssize_t lda, const float *B, float *C, Py_ssize_t ldc)
+    void wg_gemm_d(int level, Py_ssize_t rows, Py_ssize_t k, Py_ssize_t panels,
+                   const double *A, Py_ssize_t lda, const double *B, double *C,
+                   Py_ssize_t ldc)
     void wg_weight_tiles_f(const float *w, const wg_geometry *geo, const float *g0,
                            const float *g1, const float *g2, Py_ssize_t ic_begin,
-                           Py_ssize_t ic_end, float *U, float *buf_a, float *buf_b)
+                           Py_ssize_t ic_end, float *U, Py_ssize_t pos_stride, Py_ssize_t nr,
+                           float *buf_a, float *buf_b)
     void wg_weight_tiles_d(const double *w, const wg_geometry *geo, const double *g0,
                            const double *g1, const double *g2, Py_ssize_t ic_begin,
-                           Py_ssize_t ic_end, double *U, double *buf_a, double *buf_b)
+                           Py_ssize_t ic_end, double *U, Py_ssize_t pos_stride,
+                           Py_ssize_t nr, double *buf_a, double *buf_b)
+    void wg_weight_position_f(const float *w, Py_ssize_t ICg, Py_ssize_t OCg, const float *g,
+                              Py_ssize_t i, Py_ssize_t j, Py_ssize_t nr, float *out)
+    void wg_weight_position_d(const double *w, Py_ssize_t ICg, Py_ssize_t OCg,
+                              const double *g, Py_ssize_t i, Py_ssize_t j, Py_ssize_t nr,
+                              double *out)
     void wg_input_tiles_f(const float *src, const wg_geometry *geo, const float *bt0,
                           const float *bt1, const float *bt2, Py_ssize_t g, Py_ssize_t t_begin,
-                          Py_ssize_t t_end, float *V, Py_ssize_t pos_stride, float *buf_a,
-                          float *buf_b)
+                          Py_ssize_t t_end, Py_ssize_t row_begin, float *V,
+                          Py_ssize_t pos_stride, float *buf_a, float *buf_b)
     void wg_input_tiles_d(const double *src, const wg_geometry *geo, const double *bt0,
                           const double *bt1, const double *bt2, Py_ssize_t g,
-                          Py_ssize_t t_begin, Py_ssize_t t_end, double *V,
-                          Py_ssize_t pos_stride, double *buf_a, double *buf_b)
-    int wg_output_tiles_f(const float *M, Py_ssize_t pos_stride, const wg_geometry *geo,
-                           const float *at0, const float *at1, const float *at2,
-                           const float *bias, Py_ssize_t g, Py_ssize_t t_begin,
-                           Py_ssize_t t_end, float *dst, float *buf_a, float *buf_b)
-    int wg_output_tiles_d(const double *M, Py_ssize_t pos_stride, const wg_geometry *geo,
-                           const double *at0, const double *at1, const double *at2,
-                           const double *bias, Py_ssize_t g, Py_ssize_t t_begin,
-                           Py_ssize_t t_end, double *dst, double *buf_a, double *buf_b)
+                          Py_ssize_t t_begin, Py_ssize_t t_end, Py_ssize_t row_begin,
+                          double *V, Py_ssize_t pos_stride, double *buf_a, double *buf_b)
+    int wg_output_tiles_f(const float *M, Py_ssize_t pos_stride, Py_ssize_t row_stride,
+                          const wg_geometry *geo, const float *at0, const float *at1,
+                          const float *at2, const float *bias, Py_ssize_t g,
+                          Py_ssize_t t_begin, Py_ssize_t t_end, Py_ssize_t row_begin,
+                          float *dst, float *buf_a, float *buf_b)
+    int wg_output_tiles_d(const double *M, Py_ssize_t pos_stride, Py_ssize_t row_stride,
+                          const wg_geometry *geo, const double *at0, const double *at1,
+                          const double *at2, const double *bias, Py_ssize_t g,
+                          Py_ssize_t t_begin, Py_ssize_t t_end, Py_ssize_t row_begin,
+                          double *dst, double *buf_a, double *buf_b)
 
 
 ctypedef fused real:
@@ -67,141 +99,340 @@ ctypedef fused real:
     double
 
 
-cdef inline void _gemm(real *V, real *U, real *M, int rows, int icg, int ocg) noexcept nogil:
-    """Row-major M (rows x ocg) = V (rows x icg) @ U (icg x ocg).
+_MAX_LEVEL = wg_max_gemm_level()
 
-    Column-major BLAS sees the same memory as the transposes, so it computes
-    M^T = U^T @ V^T: m=ocg, n=rows, k=icg.
-    """
-    cdef char trans = b'N'
-    cdef real one = 1, zero = 0
+
+def gemm_levels():
+    """The GEMM micro-kernel levels this CPU runs: 0 (baseline), 1 (AVX2), 2 (AVX-512)."""
+    return list(range(_MAX_LEVEL + 1))
+
+
+def gemm_layout(int level, dtype):
+    """(rows per micro-tile, output channels per packed panel) of a level, for ``dtype``."""
+    if not 0 <= level <= _MAX_LEVEL:
+        raise ValueError(f"level={level} is not available on this CPU; expected one of "
+                         f"{gemm_levels()}")
+    nr = wg_gemm_nr_f(level) if np.dtype(dtype) == np.float32 else wg_gemm_nr_d(level)
+    return int(wg_gemm_mr(level)), int(nr)
+
+
+def rows_capacity(Py_ssize_t rows, int level):
+    """Rows of V and M that a block of ``rows`` tiles needs: whole micro-tiles of the
+    level, the last one the smallest kernel that covers what is left (see wg_gemm)."""
+    cdef Py_ssize_t mr = wg_gemm_mr(level), left = rows % mr
+    cdef Py_ssize_t last = 0
+    heights = {2: (4, 8), 1: (3,)}.get(level, (1,))
+    if left:
+        last = mr
+        for height in heights:
+            if left <= height:
+                last = height
+                break
+    return rows - left + last
+
+
+cdef inline void _gemm(int level, real *V, const real *U, real *M, Py_ssize_t rows,
+                       Py_ssize_t icg, Py_ssize_t panels, Py_ssize_t ldm) noexcept nogil:
+    """Row-major M (rows x panels*nr, row stride ldm) = V (rows x icg) @ U (packed)."""
     if real is float:
-        sgemm(&trans, &trans, &ocg, &rows, &icg, &one, U, &ocg, V, &icg, &zero, M, &ocg)
+        wg_gemm_f(level, rows, icg, panels, V, icg, U, M, ldm)
     else:
-        dgemm(&trans, &trans, &ocg, &rows, &icg, &one, U, &ocg, V, &icg, &zero, M, &ocg)
+        wg_gemm_d(level, rows, icg, panels, V, icg, U, M, ldm)
 
 
-cdef int _run_chunk(const real *src, const real *U, const real *bias, real *dst,
-                     const wg_geometry *geo, Py_ssize_t groups, Py_ssize_t positions,
-                     const real *bt0, const real *bt1, const real *bt2, const real *at0,
-                     const real *at1, const real *at2, Py_ssize_t t_begin, Py_ssize_t t_end,
-                     Py_ssize_t block_tiles, real *work,
-                     Py_ssize_t buf_elems) noexcept nogil:
-    """One chunk of tiles through all three steps, for every group; nonzero when an
-    output came out Inf or NaN."""
-    cdef int nonfinite = 0
-    cdef Py_ssize_t icg = geo.in_channels_per_group, ocg = geo.out_channels_per_group
-    cdef real *V = work
-    cdef real *M = V + positions * block_tiles * icg
-    cdef real *buf_a = M + positions * block_tiles * ocg
-    cdef real *buf_b = buf_a + buf_elems
-    cdef Py_ssize_t v_stride = block_tiles * icg, m_stride = block_tiles * ocg
-    cdef Py_ssize_t g, pos
-    cdef int rows = <int>(t_end - t_begin)
-    for g in range(groups):
-        if real is float:
-            wg_input_tiles_f(src, geo, bt0, bt1, bt2, g, t_begin, t_end, V, v_stride,
-                             buf_a, buf_b)
-        else:
-            wg_input_tiles_d(src, geo, bt0, bt1, bt2, g, t_begin, t_end, V, v_stride,
-                             buf_a, buf_b)
+cdef inline void _pad_rows(real *V, Py_ssize_t positions, Py_ssize_t v_stride,
+                           Py_ssize_t rows, Py_ssize_t padded, Py_ssize_t icg) noexcept nogil:
+    """Zero the rows the last micro-tile computes beyond the block's tiles (their results
+    are never read, but stale bits could be slow denormals or NaN)."""
+    cdef Py_ssize_t pos
+    if padded > rows:
         for pos in range(positions):
-            _gemm(V + pos * v_stride, <real *>U + (g * positions + pos) * icg * ocg,
-                  M + pos * m_stride, rows, <int>icg, <int>ocg)
-        if real is float:
-            nonfinite |= wg_output_tiles_f(M, m_stride, geo, at0, at1, at2, bias, g, t_begin,
-                                           t_end, dst, buf_a, buf_b)
-        else:
-            nonfinite |= wg_output_tiles_d(M, m_stride, geo, at0, at1, at2, bias, g, t_begin,
-                                           t_end, dst, buf_a, buf_b)
-    return nonfinite
+            memset(V + pos * v_stride + rows * icg, 0,
+                   <size_t>((padded - rows) * icg) * sizeof(real))
 
 
-def workspace_elements(positions, block_tiles, icg, ocg, channel_chunk):
-    """Elements of one thread's workspace: V, M and two tile buffers."""
-    return positions * (block_tiles * (icg + ocg) + 2 * channel_chunk)
+cdef inline void _input(const real *src, const wg_geometry *geo, const real *bt0,
+                        const real *bt1, const real *bt2, Py_ssize_t g, Py_ssize_t t_begin,
+                        Py_ssize_t t_end, Py_ssize_t row_begin, real *V, Py_ssize_t pos_stride,
+                        real *buf_a, real *buf_b) noexcept nogil:
+    if real is float:
+        wg_input_tiles_f(src, geo, bt0, bt1, bt2, g, t_begin, t_end, row_begin, V, pos_stride,
+                         buf_a, buf_b)
+    else:
+        wg_input_tiles_d(src, geo, bt0, bt1, bt2, g, t_begin, t_end, row_begin, V, pos_stride,
+                         buf_a, buf_b)
+
+
+cdef inline int _output(const real *M, Py_ssize_t pos_stride, Py_ssize_t row_stride,
+                        const wg_geometry *geo, const real *at0, const real *at1,
+                        const real *at2, const real *bias, Py_ssize_t g, Py_ssize_t t_begin,
+                        Py_ssize_t t_end, Py_ssize_t row_begin, real *dst, real *buf_a,
+                        real *buf_b) noexcept nogil:
+    if real is float:
+        return wg_output_tiles_f(M, pos_stride, row_stride, geo, at0, at1, at2, bias, g,
+                                 t_begin, t_end, row_begin, dst, buf_a, buf_b)
+    else:
+        return wg_output_tiles_d(M, pos_stride, row_stride, geo, at0, at1, at2, bias, g,
+                                 t_begin, t_end, row_begin, dst, buf_a, buf_b)
+
+
+# The fast paths run whole 64-byte vectors of channels, padding a partial one in the tile
+# buffers, so a buffer holds at least this many channels per transform position.
+cdef enum:
+    _VECTOR_ELEMENTS = 16
+VECTOR_ELEMENTS = _VECTOR_ELEMENTS
+
+
+def aligned_empty(Py_ssize_t count, dtype):
+    """A 1-D array of ``count`` elements starting on a 64-byte boundary.
+
+    NumPy aligns to 16 bytes; the vector loads and stores here are 64 bytes wide, and each
+    one that straddles two cache lines costs about two (the weight transform ran up to 2x
+    slower on 16-byte-aligned buffers)."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(count + 64 // itemsize, dtype=dtype)
+    offset = (-raw.ctypes.data % 64) // itemsize
+    return raw[offset:offset + count]
+
+
+cpdef Py_ssize_t position_stride(Py_ssize_t elements, Py_ssize_t itemsize):
+    """The distance between two transform positions' planes, in elements: at least
+    ``elements``, and an odd number of 64-byte lines.
+
+    A tile transform touches all P planes at once; with plane sizes that are multiples of
+    4 KiB (as 128 channels x 48 rows are) every plane's line maps to the same cache sets
+    and 36-64 streams fight over a few ways. Odd line counts spread them (measured: the
+    F(6) weight transform of 256 x 256 channels took 1.5 ms instead of 11 ms).
+    """
+    cdef Py_ssize_t lines = (elements * itemsize + 63) // 64
+    if lines % 2 == 0:
+        lines += 1
+    return lines * 64 // itemsize
+
+
+def ats_positions(at0, at1, at2):
+    """P: the product of the three axes' alpha (A^T's column counts)."""
+    return at0.shape[1] * at1.shape[1] * at2.shape[1]
+
+
+cdef inline void _weight_position(const real *w, Py_ssize_t icg, Py_ssize_t ocg,
+                                  const real *g, Py_ssize_t i, Py_ssize_t j, Py_ssize_t nr,
+                                  real *out) noexcept nogil:
+    if real is float:
+        wg_weight_position_f(w, icg, ocg, g, i, j, nr, out)
+    else:
+        wg_weight_position_d(w, icg, ocg, g, i, j, nr, out)
+
+
+def workspace_elements(positions, block_tiles, icg, ocg, groups, channel_chunk, threads,
+                       shared, int level, itemsize=4, fused=False):
+    """Elements of the whole workspace: V and M blocks (rows padded to whole micro-tiles,
+    M's channels to whole panels, planes to position_stride), two tile buffers per thread
+    and, for fused weights, a U slice per thread."""
+    _, nr = gemm_layout(level, np.float32 if itemsize == 4 else np.float64)
+    rows = rows_capacity(block_tiles, level)
+    ldm = -(-ocg // nr) * nr
+    planes = (position_stride(rows * icg, itemsize) + position_stride(rows * ldm, itemsize))
+    buffers = threads * 2 * positions * max(channel_chunk, VECTOR_ELEMENTS)
+    if fused:
+        buffers += threads * position_stride(icg * ldm, itemsize)
+    if shared:
+        return positions * groups * planes + buffers
+    return threads * positions * planes + buffers
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] U,
+def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
                   const real[::1] bias, real[:, :, :, :, ::1] dst,
                   const real[:, ::1] bt0, const real[:, ::1] bt1, const real[:, ::1] bt2,
                   const real[:, ::1] at0, const real[:, ::1] at1, const real[:, ::1] at2,
-                  pads_begin, Py_ssize_t block_tiles, Py_ssize_t channel_chunk, int threads):
+                  pads_begin, Py_ssize_t block_tiles, Py_ssize_t channel_chunk, int threads,
+                  bint shared, int level, const real[:, :, :, :, ::1] weights=None,
+                  const real[:, ::1] gmat=None):
     """Winograd convolution, stride 1 and dilation 1, on three (lifted) spatial axes.
 
-    src (N, I0, I1, I2, IC), U (G, P, ICg, OCg) = the transformed weights with
-    P = alpha0 * alpha1 * alpha2, dst (N, O0, O1, O2, OC). ``bt*`` are (alpha, alpha),
-    ``at*`` are (m, alpha), one per axis; an axis with alpha == 1 is skipped.
+    src (N, I0, I1, I2, IC), dst (N, O0, O1, O2, OC). U (G, P, plane) holds the
+    transformed weights packed by :func:`transform_weights` for GEMM ``level``, with
+    P = alpha0 * alpha1 * alpha2. ``bt*`` are (alpha, alpha), ``at*`` are (m, alpha), one
+    per axis; an axis with alpha == 1 is skipped.
 
-    Returns the number of chunks in which some output came out Inf or NaN (0 normally).
+    Fused weights: with U None, a shared-blocks 2-D run computes each position's slice of
+    U just before its GEMM, from ``weights`` (G, 3, 3, ICg, OCg) and ``gmat`` (alpha, 3), in
+    a per-thread buffer that stays in cache, so U never goes through memory. Output
+    channels per group must be whole 64-byte vectors.
+
+    Returns True when some output came out Inf or NaN (the caller recomputes those calls).
     """
     cdef wg_geometry geo
-    cdef Py_ssize_t axis, groups = U.shape[0], positions = U.shape[1]
+    cdef bint fused = U is None
+    if fused and (weights is None or gmat is None or not shared):
+        raise ValueError("U=None (fused weights) needs weights, gmat and shared=True")
+    cdef Py_ssize_t axis, groups, positions
+    groups = weights.shape[0] if fused else U.shape[0]
+    positions = ats_positions(at0, at1, at2)
+    cdef Py_ssize_t mr, nr
+    mr, nr = gemm_layout(level, np.float32 if real is float else np.float64)
     geo.batch = src.shape[0]
     geo.in_channels = src.shape[4]
     geo.out_channels = dst.shape[4]
-    geo.in_channels_per_group = U.shape[2]
-    geo.out_channels_per_group = U.shape[3]
+    geo.in_channels_per_group = src.shape[4] // groups
+    geo.out_channels_per_group = dst.shape[4] // groups
     geo.channel_chunk = channel_chunk
-    cdef object ats = (at0, at1, at2)
+    cdef object ats = (at0, at1, at2), bts = (bt0, bt1, bt2)
     for axis in range(3):
         geo.in_shape[axis] = src.shape[1 + axis]
         geo.out_shape[axis] = dst.shape[1 + axis]
         geo.pads_begin[axis] = pads_begin[axis]
         geo.alpha[axis] = ats[axis].shape[1]
         geo.m[axis] = ats[axis].shape[0]
+        geo.kernel[axis] = geo.alpha[axis] - geo.m[axis] + 1
         geo.tiles[axis] = (geo.out_shape[axis] + geo.m[axis] - 1) // geo.m[axis]
-    if positions != geo.alpha[0] * geo.alpha[1] * geo.alpha[2]:
-        raise ValueError(f"U has {positions} transform positions; expected "
-                         f"{geo.alpha[0] * geo.alpha[1] * geo.alpha[2]} (alpha per axis "
-                         f"{geo.alpha[0]}, {geo.alpha[1]}, {geo.alpha[2]})")
-    if geo.in_channels != groups * geo.in_channels_per_group or \
-            geo.out_channels != groups * geo.out_channels_per_group:
-        raise ValueError("U's group and channel extents do not match src and dst")
+        if bts[axis].shape[0] != geo.alpha[axis] or bts[axis].shape[1] != geo.alpha[axis]:
+            raise ValueError(f"B^T on axis {axis} has shape {bts[axis].shape[:2]}; expected "
+                             f"({geo.alpha[axis]}, {geo.alpha[axis]}) to match A^T")
+    cdef Py_ssize_t icg = geo.in_channels_per_group, ocg = geo.out_channels_per_group
+    cdef Py_ssize_t panels = (ocg + nr - 1) // nr
+    cdef Py_ssize_t plane = position_stride(panels * icg * nr, sizeof(real))
+    if geo.in_channels != groups * icg or geo.out_channels != groups * ocg:
+        raise ValueError(f"IC={geo.in_channels} and OC={geo.out_channels} must split into "
+                         f"{groups} groups")
+    if fused:
+        if (geo.alpha[0] != 1 or gmat.shape[0] != geo.alpha[2] or gmat.shape[1] != 3
+                or weights.shape[1] != 3 or weights.shape[2] != 3
+                or weights.shape[3] != icg or weights.shape[4] != ocg
+                or ocg % (64 // sizeof(real))):
+            raise ValueError("fused weights need a 2-D 3x3 problem, weights (G, 3, 3, ICg, "
+                             "OCg) with whole vectors of OCg, and gmat (alpha, 3)")
+    elif U.shape[1] != positions or U.shape[2] != plane:
+        raise ValueError(f"U has shape {(U.shape[0], U.shape[1], U.shape[2])}; expected "
+                         f"({groups}, {positions}, {plane}) for IC={geo.in_channels}, "
+                         f"OC={geo.out_channels} and GEMM level {level}")
     if block_tiles < 1 or channel_chunk < 1 or threads < 1:
         raise ValueError(f"block_tiles={block_tiles}, channel_chunk={channel_chunk} and "
                          f"threads={threads} must be >= 1")
 
     cdef Py_ssize_t total_tiles = geo.batch * geo.tiles[0] * geo.tiles[1] * geo.tiles[2]
-    cdef Py_ssize_t chunks = (total_tiles + block_tiles - 1) // block_tiles
-    if chunks < threads:
-        threads = <int>chunks
-    cdef Py_ssize_t buf_elems = positions * channel_chunk
-    cdef Py_ssize_t per_thread = workspace_elements(
-        positions, block_tiles, geo.in_channels_per_group, geo.out_channels_per_group,
-        channel_chunk)
+    cdef Py_ssize_t blocks = (total_tiles + block_tiles - 1) // block_tiles
+    if not shared and blocks < threads:
+        threads = <int>blocks
+    cdef Py_ssize_t rows_cap = rows_capacity(block_tiles, level)
+    cdef Py_ssize_t ldm = panels * nr
+    cdef Py_ssize_t buf_elems = positions * max(channel_chunk, _VECTOR_ELEMENTS)
+    cdef Py_ssize_t v_stride = position_stride(rows_cap * icg, sizeof(real))
+    cdef Py_ssize_t m_stride = position_stride(rows_cap * ldm, sizeof(real))
+    cdef Py_ssize_t u_stride = plane
+    # per thread: the two tile buffers, then V and M unless shared, or a U slice if fused;
+    # every part starts on a 64-byte boundary (buffers and planes are whole lines)
+    cdef Py_ssize_t own = 2 * buf_elems + (0 if shared else positions * (v_stride + m_stride))
+    if fused:
+        own += plane
+    cdef Py_ssize_t common = positions * groups * (v_stride + m_stride) if shared else 0
     dtype = np.float32 if real is float else np.float64
-    work_array = np.empty((threads, per_thread), dtype=dtype)
-    cdef real[:, ::1] work = work_array
-    cdef const real *bias_ptr = &bias[0] if bias is not None else NULL
-    cdef Py_ssize_t chunk, t_begin, t_end
-    cdef Py_ssize_t nonfinite = 0
+    work_array = aligned_empty(threads * own + common, dtype)
+    flags_array = np.zeros(threads, dtype=np.intc)
+    cdef real[::1] work = work_array
+    cdef int[::1] flags = flags_array
+    cdef real *base = &work[0]
+    cdef const real *src_p = &src[0, 0, 0, 0, 0]
+    cdef const real *u_p = NULL
+    cdef const real *w_p = NULL
+    cdef const real *g_p = NULL
+    if fused:
+        w_p = &weights[0, 0, 0, 0, 0]
+        g_p = &gmat[0, 0]
+    else:
+        u_p = &U[0, 0, 0]
+    cdef Py_ssize_t w_group = 9 * icg * ocg, a_last = geo.alpha[2]
+    cdef real *slice_p = NULL
+    cdef real *dst_p = &dst[0, 0, 0, 0, 0]
+    cdef const real *bias_p = NULL
+    if bias is not None:
+        bias_p = &bias[0]
+    cdef const real *b0 = &bt0[0, 0]
+    cdef const real *b1 = &bt1[0, 0]
+    cdef const real *b2 = &bt2[0, 0]
+    cdef const real *a0 = &at0[0, 0]
+    cdef const real *a1 = &at1[0, 0]
+    cdef const real *a2 = &at2[0, 0]
+    cdef real *V = NULL
+    cdef real *M = NULL
+    cdef real *mine = NULL
+    cdef Py_ssize_t block, item, t_begin, t_end, t, g, pos, rows, padded
     cdef int tid = 0
-    with nogil, parallel(num_threads=threads):
-        tid = omp_get_thread_num()
-        for chunk in prange(chunks, schedule="dynamic"):
-            t_begin = chunk * block_tiles
-            t_end = t_begin + block_tiles
-            if t_end > total_tiles:
-                t_end = total_tiles
-            nonfinite += _run_chunk(
-                &src[0, 0, 0, 0, 0], &U[0, 0, 0, 0], bias_ptr, &dst[0, 0, 0, 0, 0], &geo,
-                groups, positions, &bt0[0, 0], &bt1[0, 0], &bt2[0, 0], &at0[0, 0],
-                &at1[0, 0], &at2[0, 0], t_begin, t_end, block_tiles, &work[tid, 0], buf_elems)
-    return nonfinite
+
+    if not shared:
+        with nogil, parallel(num_threads=threads):
+            tid = omp_get_thread_num()
+            mine = base + tid * own
+            V = mine + 2 * buf_elems
+            M = V + positions * v_stride
+            for block in prange(blocks, schedule="dynamic"):
+                t_begin = block * block_tiles
+                t_end = t_begin + block_tiles
+                if t_end > total_tiles:
+                    t_end = total_tiles
+                padded = min((t_end - t_begin + mr - 1) // mr * mr, rows_cap)
+                for g in range(groups):
+                    _input(src_p, &geo, b0, b1, b2, g, t_begin, t_end, t_begin, V, v_stride,
+                           mine, mine + buf_elems)
+                    _pad_rows(V, positions, v_stride, t_end - t_begin, padded, icg)
+                    for pos in range(positions):
+                        _gemm(level, V + pos * v_stride,
+                              u_p + (g * positions + pos) * u_stride,
+                              M + pos * m_stride, t_end - t_begin, icg, panels, ldm)
+                    flags[tid] |= _output(M, m_stride, ldm, &geo, a0, a1, a2, bias_p, g,
+                                          t_begin, t_end, t_begin, dst_p, mine,
+                                          mine + buf_elems)
+        return bool(flags_array.any())
+
+    V = base + threads * own
+    M = V + positions * groups * v_stride
+    for block in range(blocks):
+        t_begin = block * block_tiles
+        t_end = min(t_begin + block_tiles, total_tiles)
+        rows = t_end - t_begin
+        padded = min((rows + mr - 1) // mr * mr, rows_cap)
+        with nogil, parallel(num_threads=threads):
+            tid = omp_get_thread_num()
+            mine = base + tid * own
+            for item in prange(rows * groups, schedule="static"):
+                t = t_begin + item // groups
+                g = item % groups
+                _input(src_p, &geo, b0, b1, b2, g, t, t + 1, t_begin,
+                       V + g * positions * v_stride, v_stride, mine, mine + buf_elems)
+            for item in prange(groups * positions, schedule="dynamic"):
+                _pad_rows(V + item * v_stride, 1, v_stride, rows, padded, icg)
+                if fused:
+                    slice_p = mine + 2 * buf_elems
+                    pos = item % positions
+                    _weight_position(w_p + (item // positions) * w_group, icg, ocg, g_p,
+                                     pos // a_last, pos % a_last, nr, slice_p)
+                    _gemm(level, V + item * v_stride, slice_p, M + item * m_stride, rows, icg,
+                          panels, ldm)
+                else:
+                    _gemm(level, V + item * v_stride, u_p + item * u_stride,
+                          M + item * m_stride, rows, icg, panels, ldm)
+            for item in prange(rows * groups, schedule="static"):
+                t = t_begin + item // groups
+                g = item % groups
+                flags[tid] |= _output(M + g * positions * m_stride, m_stride, ldm, &geo, a0,
+                                      a1, a2, bias_p, g, t, t + 1, t_begin, dst_p, mine,
+                                      mine + buf_elems)
+    return bool(flags_array.any())
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1] g0,
-                      const real[:, ::1] g1, const real[:, ::1] g2, real[:, :, :, ::1] U,
-                      Py_ssize_t channel_chunk, int threads):
-    """U[g, pos, ic, oc] = (G w G^T)[pos] per axis, OpenMP over (group, input channel).
+                      const real[:, ::1] g1, const real[:, ::1] g2, real[:, :, ::1] U,
+                      Py_ssize_t nr, Py_ssize_t channel_chunk, int threads):
+    """U = (G w G^T) per axis, packed for the GEMM; OpenMP over (group, input channel).
 
     weights (G, K0, K1, K2, ICg, OCg) canonical and lifted; ``g*`` are (alpha, K) per
-    axis; U (G, P, ICg, OCg).
+    axis; U (G, P, plane), plane = position_stride(panels * ICg * nr): (pos, ic, oc) at
+    [g, pos, (oc // nr) * ICg * nr + ic * nr + oc % nr]. Output channels past OCg in the
+    last panel are zeroed.
     """
     cdef wg_geometry geo
     cdef Py_ssize_t axis, groups = weights.shape[0]
@@ -216,22 +447,31 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
             raise ValueError(f"G on axis {axis} has {gs[axis].shape[1]} columns; expected "
                              f"the kernel extent {geo.kernel[axis]}")
     cdef Py_ssize_t positions = geo.alpha[0] * geo.alpha[1] * geo.alpha[2]
-    got = (U.shape[0], U.shape[1], U.shape[2], U.shape[3])
-    expected = (groups, positions, geo.in_channels_per_group, geo.out_channels_per_group)
-    if got != expected:
-        raise ValueError(f"U has shape {got}; expected {expected}")
+    cdef Py_ssize_t icg = geo.in_channels_per_group, ocg = geo.out_channels_per_group
+    cdef Py_ssize_t panels = (ocg + nr - 1) // nr
+    # a panel holds whole 64-byte vectors, which the 2-D register path writes
+    cdef Py_ssize_t lanes = 64 // sizeof(real)
+    got = (U.shape[0], U.shape[1], U.shape[2])
+    expected = (groups, positions, position_stride(panels * icg * nr, sizeof(real)))
+    if got != expected or nr < 1 or nr % lanes:
+        raise ValueError(f"U has shape {got}; expected {expected}, and nr={nr} a multiple "
+                         f"of {lanes}")
     if channel_chunk < 1 or threads < 1:
         raise ValueError(f"channel_chunk={channel_chunk} and threads={threads} must be >= 1")
-    cdef Py_ssize_t icg = geo.in_channels_per_group
+    if ocg % nr:
+        # the padding columns of the last panel: zero, so the GEMM's extra outputs are too
+        tail = np.asarray(U)[:, :, (panels - 1) * icg * nr:panels * icg * nr]
+        tail.reshape(groups, positions, icg, nr)[..., ocg % nr:] = 0
     cdef Py_ssize_t items = groups * icg
     # enough rows per task to amortise scheduling, enough tasks to share out
-    cdef Py_ssize_t per_task = max(1, min(16, items // (4 * threads)))
+    cdef Py_ssize_t per_task = max(1, min(64, items // (4 * threads)))
     cdef Py_ssize_t tasks = (items + per_task - 1) // per_task
     if tasks < threads:
         threads = <int>tasks
-    cdef Py_ssize_t buf_elems = positions * channel_chunk
+    cdef Py_ssize_t buf_elems = positions * max(channel_chunk, _VECTOR_ELEMENTS)
+    cdef Py_ssize_t pos_stride = U.shape[2]
     dtype = np.float32 if real is float else np.float64
-    work_array = np.empty((threads, 2 * buf_elems), dtype=dtype)
+    work_array = aligned_empty(threads * 2 * buf_elems, dtype).reshape(threads, 2 * buf_elems)
     cdef real[:, ::1] work = work_array
     cdef Py_ssize_t task, first, last, g, ic_begin, ic_end
     cdef int tid = 0
@@ -248,10 +488,10 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
                 ic_end = icg if last - g * icg > icg else last - g * icg
                 if real is float:
                     wg_weight_tiles_f(&weights[g, 0, 0, 0, 0, 0], &geo, &g0[0, 0], &g1[0, 0],
-                                      &g2[0, 0], ic_begin, ic_end, &U[g, 0, 0, 0],
-                                      &work[tid, 0], &work[tid, buf_elems])
+                                      &g2[0, 0], ic_begin, ic_end, &U[g, 0, 0],
+                                      pos_stride, nr, &work[tid, 0], &work[tid, buf_elems])
                 else:
                     wg_weight_tiles_d(&weights[g, 0, 0, 0, 0, 0], &geo, &g0[0, 0], &g1[0, 0],
-                                      &g2[0, 0], ic_begin, ic_end, &U[g, 0, 0, 0],
-                                      &work[tid, 0], &work[tid, buf_elems])
+                                      &g2[0, 0], ic_begin, ic_end, &U[g, 0, 0],
+                                      pos_stride, nr, &work[tid, 0], &work[tid, buf_elems])
                 first = g * icg + ic_end

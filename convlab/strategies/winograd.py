@@ -8,12 +8,16 @@ cost in float32 accuracy that grows with m (see ``MEASURED_RELATIVE_ERROR``).
 
 The steps, with P = alpha^r transform positions:
 
-* ``prepare_weights``: ``U[g, pos] = (G w G^T)[pos]``, shape (G, P, ICg, OCg), by the
-  kernel in the compute dtype. A plan does this once; ``convolve`` on every call.
+* ``prepare_weights`` sets up ``U[g, pos] = (G w G^T)[pos]``, which the kernel computes in
+  the compute dtype, packed in panels of output channels for the GEMM micro-kernel of
+  this CPU, on the first run (with that call's ``threads``: the registry's hook has no
+  thread count). A plan pays for it once; ``convolve`` on every call.
 * ``run``: the Cython kernel :mod:`convlab.kernels._winograd` transforms input tiles,
-  runs P GEMMs [tiles x ICg] x [ICg x OCg] per block of tiles, and transforms back, all
-  in one OpenMP region. BLAS is held to one thread meanwhile, so ``threads`` threads run
-  in total.
+  runs P GEMMs [tiles x ICg] x [ICg x OCg] per block of tiles, and transforms back, with
+  ``threads`` OpenMP threads. The GEMMs use the kernel's own micro-kernels on U packed
+  once by ``prepare_weights``, not BLAS: with batch-1 tile counts they have few rows, and
+  a BLAS call re-packs its ICg x OCg operand every time (OpenBLAS reached 59 GFLOP/s on
+  the 49 x 128 x 128 products of ResNet-50 res3a, 146 GFLOP/s on large ones, one core).
 
 Runs on: kernel 3 on every spatial axis, stride 1, dilation 1, any pads (asymmetric,
 auto, negative = crop), groups, batch and bias.
@@ -29,6 +33,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import sys
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -43,8 +50,9 @@ TILE_SIZES = (2, 4, 6)
 MAX_RANK = 3
 
 # Workspace (V and M blocks plus tile buffers, all threads together) stays under this
-# many bytes whatever the problem size; only a single tile that is larger on its own
-# (very wide 3-D layers) goes over, by that tile. Change it with ``workspace_limit``.
+# many bytes whatever the problem size; only when one GEMM micro-tile of tiles (1 to 12
+# rows) is larger on its own (very wide 3-D layers) does one thread go over, by that.
+# Change it with ``workspace_limit``.
 WORKSPACE_BYTES = 16 * 2**20
 
 # Preferred size of one thread's block (V + M): small enough to stay in a core's L2,
@@ -52,15 +60,30 @@ WORKSPACE_BYTES = 16 * 2**20
 # of res2a/res3a/VGG-19 layers); [selection] may refit it.
 BLOCK_BYTES_PER_THREAD = 1 * 2**20
 MIN_BLOCK_TILES = 16
+# Chunks to aim for when there are enough tiles, so that this many threads can share them.
+PARALLEL_CHUNKS = 8
+# Below this many GEMM rows per block, a U slice of at least SHARED_MIN_SLICE_BYTES costs
+# more to read and pack than its GEMM does useful work, and threads share larger blocks.
+# Provisional, from timings of the res3a and VGG-19 conv3-conv5 layers.
+SHARED_MIN_ROWS = 48
+SHARED_MIN_SLICE_BYTES = 64 * 2**10
 
 # One tile's transform buffer holds P * channel_chunk elements; this many keeps the two
 # buffers in L1/L2 while the vector loops stay long.
 TRANSFORM_BUFFER_ELEMENTS = 4096
 CHANNEL_ALIGN = 16
 
+# A group's 3x3 filter up to this size is transformed inside the GEMM stage on a first
+# run (see fused_weights): each thread re-reads it once per transform position, from L2.
+FUSED_MAX_FILTER_BYTES = 1 * 2**20
+
+# Fewer multiply-adds than this per thread and a parallel region costs more than it
+# saves (starting threads; on a busy machine, waiting for a descheduled one).
+MIN_FLOPS_PER_THREAD = 2_000_000
+
 # Cost model constants. PROVISIONAL: guesses from a few timings on the development
-# machine (2 cores, AVX-512, SciPy's OpenBLAS); [selection] fits them.
-ASSUMED_GEMM_GFLOPS_PER_THREAD = 80.0       # the P small GEMMs, BLAS
+# machine (2 cores, AVX-512); [selection] fits them.
+ASSUMED_GEMM_GFLOPS_PER_THREAD = 80.0       # the P small GEMMs (micro-kernels)
 ASSUMED_TRANSFORM_GFLOPS_PER_THREAD = 8.0   # tile and weight transforms: memory-bound loops
 
 # Relative error ||y - ref|| / ||ref|| against the float64 reference on N(0, 1) data,
@@ -69,10 +92,10 @@ ASSUMED_TRANSFORM_GFLOPS_PER_THREAD = 8.0   # tile and weight transforms: memory
 # dict and writes the full table to convlab/winograd_accuracy.md);
 # tests/test_winograd.py asserts each variant stays within 4x of its entry.
 MEASURED_RELATIVE_ERROR = {
-    "direct": {},
-    "winograd2": {},
-    "winograd4": {},
-    "winograd6": {},
+    "direct": {16: 2.2e-07, 64: 4.3e-07, 256: 8.5e-07, 512: 1.2e-06},
+    "winograd2": {16: 1.6e-07, 64: 2.7e-07, 256: 5.0e-07, 512: 6.9e-07},
+    "winograd4": {16: 7.2e-07, 64: 1.1e-06, 256: 2.2e-06, 512: 2.9e-06},
+    "winograd6": {16: 2.1e-06, 64: 3.3e-06, 256: 6.1e-06, 512: 8.5e-06},
 }
 
 _workspace_bytes = WORKSPACE_BYTES
@@ -92,41 +115,25 @@ def workspace_limit(nbytes: int):
         _workspace_bytes = before
 
 
-# --------------------------------------------------------------------------- BLAS threads
+# --------------------------------------------------------------------------- GEMM level
 
-_blas_libraries = None
-
-
-def _blas_controllers():
-    """threadpoolctl's handles on the loaded BLAS libraries, found once.
-
-    ``threadpool_limits`` rescans every loaded library per call (about 1 ms here);
-    setting a count on handles found once is one C call each.
-    """
-    global _blas_libraries
-    if _blas_libraries is None:
-        from threadpoolctl import ThreadpoolController
-
-        _blas_libraries = [lib for lib in ThreadpoolController().lib_controllers
-                           if lib.user_api == "blas"]
-    return _blas_libraries
+_gemm_level = max(_winograd.gemm_levels())
 
 
 @contextlib.contextmanager
-def single_threaded_blas():
-    """BLAS on one thread while the kernel's OpenMP threads call it, so that a call runs
-    ``threads`` threads in total, never ``threads`` x BLAS threads. Restored afterwards."""
-    changed = []
-    for lib in _blas_controllers():
-        current = lib.get_num_threads()
-        if current != 1:
-            lib.set_num_threads(1)
-            changed.append((lib, current))
+def gemm_level(level: int):
+    """Prepare and run with a lower GEMM micro-kernel level inside the block (tests run
+    every level this CPU has: 0 baseline, 1 AVX2, 2 AVX-512)."""
+    global _gemm_level
+    if level not in _winograd.gemm_levels():
+        raise ValueError(f"level={level!r} is not available on this CPU; expected one of "
+                         f"{_winograd.gemm_levels()}")
+    before = _gemm_level
+    _gemm_level = level
     try:
         yield
     finally:
-        for lib, previous in changed:
-            lib.set_num_threads(previous)
+        _gemm_level = before
 
 
 # --------------------------------------------------------------------------- support
@@ -149,7 +156,7 @@ def _supports(problem) -> Optional[str]:
 
 # --------------------------------------------------------------------------- transforms
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def lifted_transforms(transform: wt.Transform, rank: int, dtype) -> Tuple[tuple, tuple, tuple]:
     """(B^T, A^T, G) for each of the three lifted axes, in ``dtype``, read-only.
 
@@ -175,33 +182,122 @@ def _lifted(array: np.ndarray, rank: int) -> np.ndarray:
     return array.reshape(array.shape[:1] + (1,) * (MAX_RANK - rank) + array.shape[1:])
 
 
-@dataclass(frozen=True)
 class PreparedWeights:
-    """What ``prepare_weights`` hands to ``run``.
+    """What ``prepare_weights`` hands to ``run``: the canonical weights and, once a run has
+    needed it, U (the transformed weights) packed for GEMM ``level``.
 
-    ``transformed`` is U (G, P, ICg, OCg). ``canonical`` is the caller's canonical array,
-    referenced, not copied, for the exact recomputation when a result is not finite.
+    U is computed by the first ``run``, not by ``prepare_weights``: the registry's hook
+    has no thread count, and the transform must run on the call's ``threads``. A plan,
+    which prepares once and runs many times, still transforms only once. ``canonical``
+    is the caller's array, referenced, not copied; it also serves the exact
+    recomputation when a result is not finite.
     """
 
-    transform: wt.Transform
-    transformed: np.ndarray
-    canonical: np.ndarray
+    __slots__ = ("transform", "problem", "canonical", "level", "runs", "_transformed",
+                 "_lock")
+
+    def __init__(self, transform: wt.Transform, problem, canonical: np.ndarray, level: int,
+                 transformed: Optional[np.ndarray] = None):
+        self.transform = transform
+        self.problem = problem
+        self.canonical = canonical
+        self.level = level
+        self.runs = 0
+        self._transformed = transformed
+        self._lock = threading.Lock()
+
+    def transformed(self, threads: int) -> np.ndarray:
+        """U (G, P, plane), computed with ``threads`` threads on first use."""
+        with self._lock:
+            if self._transformed is None:
+                self._transformed = transform_weights(self.transform, self.problem,
+                                                      self.canonical, threads, self.level)
+            return self._transformed
+
+    def first_run(self) -> bool:
+        """True once: for the first run, when U is not computed yet."""
+        with self._lock:
+            self.runs += 1
+            return self.runs == 1 and self._transformed is None
 
 
-def transform_weights(transform: wt.Transform, problem, weights: np.ndarray,
-                      threads: int) -> np.ndarray:
-    """Canonical (G, 3.., ICg, OCg) weights -> U (G, P, ICg, OCg) = G w G^T per axis.
+# A convolve() call transforms its weights into a fresh U and drops it when it returns.
+# The operating system page-faults and zeroes a fresh array of tens of MiB on every call
+# (about 15 ms for the 67 MiB of VGG-19 conv4_2's F(6) U on the development machine, as
+# long as the convolution itself), so recent U buffers that nobody holds any more are
+# reused.
+# At most this many bytes stay cached between calls; clear_buffer_cache() drops them.
+BUFFER_CACHE_BYTES = 256 * 2**20
 
-    Computed by the kernel in the compute dtype (OpenMP over input channels).
+_buffer_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_buffer_lock = threading.Lock()
+
+
+def _transformed_buffer(shape, dtype) -> np.ndarray:
+    """An uninitialised, 64-byte-aligned array for U: a cached one nobody else references,
+    or a new one."""
+    key = (tuple(shape), np.dtype(dtype).str)
+    with _buffer_lock:
+        cached = _buffer_cache.get(key)
+        # the array held only by the cache, `cached` and getrefcount's argument, and its
+        # memory (NumPy points every view at the owning array) only by the array: nobody
+        # (no plan, no view, no running call) can see what is written into it next
+        if (cached is not None and sys.getrefcount(cached) <= 3
+                and sys.getrefcount(cached.base) <= 2):
+            _buffer_cache.move_to_end(key)
+            return cached
+        fresh = _winograd.aligned_empty(math.prod(shape), dtype).reshape(shape)
+        if fresh.nbytes <= BUFFER_CACHE_BYTES:
+            _buffer_cache[key] = fresh
+            _buffer_cache.move_to_end(key)
+            total = sum(a.nbytes for a in _buffer_cache.values())
+            while total > BUFFER_CACHE_BYTES:
+                _, dropped = _buffer_cache.popitem(last=False)
+                total -= dropped.nbytes
+        return fresh
+
+
+def clear_buffer_cache() -> None:
+    """Forget the cached U buffers (memory held by a running call or a plan stays theirs)."""
+    with _buffer_lock:
+        _buffer_cache.clear()
+
+
+def transform_weights(transform: wt.Transform, problem, weights: np.ndarray, threads: int,
+                      level: Optional[int] = None) -> np.ndarray:
+    """Canonical (G, 3.., ICg, OCg) weights -> U = G w G^T per axis, packed for the GEMM.
+
+    Computed by the kernel in the compute dtype (OpenMP over input channels). The result
+    is (G, P, plane): position pos of group g holds panels of nr output channels, (ic, oc)
+    at ``(oc // nr) * ICg * nr + ic * nr + oc % nr``, zeros past OCg; planes are padded
+    (``_winograd.position_stride``) so that the P planes do not share cache sets.
     """
     r = problem.rank
+    level = _gemm_level if level is None else level
+    _, nr = _winograd.gemm_layout(level, problem.dtype)
     _, _, gs = lifted_transforms(transform, r, problem.dtype)
     weights = np.ascontiguousarray(weights, dtype=problem.dtype)
-    u = np.empty((problem.groups, transform.alpha ** r, problem.in_channels_per_group,
-                  problem.out_channels_per_group), dtype=problem.dtype)
-    _winograd.transform_weights(_lifted(weights, r), *gs, u,
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    plane = _winograd.position_stride(-(-ocg // nr) * icg * nr, problem.dtype.itemsize)
+    u = _transformed_buffer((problem.groups, transform.alpha ** r, plane), problem.dtype)
+    work = weight_transform_flops(transform.m, problem)
+    threads = max(1, min(threads, work // MIN_FLOPS_PER_THREAD))
+    _winograd.transform_weights(_lifted(weights, r), *gs, u, nr,
                                 channel_chunk(transform.m, problem), threads)
     return u
+
+
+def unpack(prepared: PreparedWeights) -> np.ndarray:
+    """The packed U of ``prepared`` as (G, P, ICg, OCg), a copy."""
+    problem = prepared.problem
+    _, nr = _winograd.gemm_layout(prepared.level, problem.dtype)
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    panels = -(-ocg // nr)
+    packed = prepared.transformed(effective_threads())
+    g, p, _ = packed.shape
+    u = packed[:, :, :panels * icg * nr].reshape(g, p, panels, icg, nr)
+    u = u.transpose(0, 1, 3, 2, 4).reshape(g, p, icg, panels * nr)
+    return np.ascontiguousarray(u[..., :ocg])
 
 
 def transform_weights_float64(transform: wt.Transform, problem,
@@ -219,9 +315,12 @@ def transform_weights_float64(transform: wt.Transform, problem,
 
 def prepare(transform: wt.Transform, problem, weights: np.ndarray,
             threads: Optional[int] = None) -> PreparedWeights:
-    threads = effective_threads(threads)
-    return PreparedWeights(transform, transform_weights(transform, problem, weights, threads),
-                           weights)
+    """Canonical weights for the Winograd run of ``transform``; with ``threads`` given, U
+    is computed now (on that many threads), else by the first run."""
+    prepared = PreparedWeights(transform, problem, weights, _gemm_level)
+    if threads is not None:
+        prepared.transformed(effective_threads(threads))
+    return prepared
 
 
 # --------------------------------------------------------------------------- blocking
@@ -238,35 +337,91 @@ def channel_chunk(m: int, problem) -> int:
     return min(chunk, widest)
 
 
-def blocking(m: int, problem, threads: int, workspace_bytes: Optional[int] = None):
-    """(block_tiles, channel_chunk, threads used) for a run.
+@dataclass(frozen=True)
+class Blocking:
+    """How a run cuts its tiles: ``block`` tiles at a time, ``channel_chunk`` channels per
+    generic tile transform, ``threads`` started, and whether the threads share each block
+    (``shared``) or take whole blocks each (see :mod:`convlab.kernels._winograd`)."""
 
-    Blocks are as large as the per-thread cache target allows, never so large that
-    ``threads`` blocks together exceed the workspace bound, then evened out so that every
-    thread gets work when there are enough tiles.
-    """
+    block: int
+    channel_chunk: int
+    threads: int
+    shared: bool
+
+
+def blocking(m: int, problem, threads: int, workspace_bytes: Optional[int] = None) -> Blocking:
+    """The blocking of a run (see :func:`_blocking`), remembered per problem."""
     budget = _workspace_bytes if workspace_bytes is None else workspace_bytes
+    return _blocking(m, problem, threads, budget, _gemm_level)
+
+
+@functools.lru_cache(maxsize=256)
+def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blocking:
+    """The blocking of a run.
+
+    Nothing but the thread count used depends on ``threads``: every GEMM then gets the
+    same rows whatever ``threads`` is, so results are bit-identical across thread counts.
+
+    Per-thread blocks are as large as the cache target allows and small enough to make
+    ``PARALLEL_CHUNKS`` blocks when there are tiles for it. When that leaves fewer than
+    ``SHARED_MIN_ROWS`` rows per GEMM while a U slice is large, the threads share blocks
+    as large as the workspace bound holds instead. Threads that the blocks or the bound
+    cannot keep busy are not started. A block's rows are padded to whole GEMM micro-tiles
+    and M's channels to whole panels; the bound counts the padding.
+    """
     p = positions(m, problem.rank)
     itemsize = problem.dtype.itemsize
     cc = channel_chunk(m, problem)
     tiles = total_tiles(m, problem)
-    per_tile = p * (problem.in_channels_per_group + problem.out_channels_per_group) * itemsize
-    fixed = 2 * p * cc * itemsize
-    cap = max(1, (budget // threads - fixed) // per_tile)
-    preferred = max(MIN_BLOCK_TILES, BLOCK_BYTES_PER_THREAD // per_tile)
-    block = max(1, min(cap, preferred, tiles))
-    chunks = max(-(-tiles // block), min(threads, tiles))
-    block = -(-tiles // chunks)
-    chunks = -(-tiles // block)
-    return block, cc, min(threads, chunks)
+    _, nr = _winograd.gemm_layout(level, problem.dtype)
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    ldm = -(-ocg // nr) * nr
+    buffers = 2 * p * max(cc, _winograd.VECTOR_ELEMENTS) * itemsize  # one thread's two
+    # per row of V and M, plus the two planes' padding (up to 2 lines each) per position
+    per_row = p * (icg + ldm) * itemsize
+    padding = p * 4 * 64
+
+    def capacity(rows):
+        return _winograd.rows_capacity(rows, level)
+
+    def rows_within(nbytes, per):
+        """Most tiles whose rows, padded to micro-tiles, fit ``nbytes`` (at least one)."""
+        rows = max(1, (nbytes - padding) // per)
+        while rows > 1 and capacity(rows) * per > nbytes - padding:
+            rows -= 1
+        return rows
+
+    threads = max(1, min(threads, gemm_flops(m, problem) // MIN_FLOPS_PER_THREAD))
+    preferred = max(MIN_BLOCK_TILES, BLOCK_BYTES_PER_THREAD // per_row)
+    spread = max(MIN_BLOCK_TILES, -(-tiles // PARALLEL_CHUNKS))
+    block = _even(tiles, min(rows_within(budget - buffers, per_row), preferred, spread, tiles))
+    if block < SHARED_MIN_ROWS and icg * ocg * itemsize >= SHARED_MIN_SLICE_BYTES:
+        if _fusable(problem):
+            buffers += (icg * ldm + 32) * itemsize  # a U slice per thread, when fused
+        shared_row = per_row * problem.groups
+        block = _even(tiles, min(tiles, rows_within(budget - buffers, shared_row)))
+        used = max(1, min(threads, (budget - capacity(block) * shared_row
+                                    - padding * problem.groups) // buffers))
+        return Blocking(block, cc, used, True)
+    used = max(1, min(threads, -(-tiles // block),
+                      budget // (capacity(block) * per_row + padding + buffers)))
+    return Blocking(block, cc, used, False)
+
+
+def _even(tiles: int, block: int) -> int:
+    """The smallest block that covers ``tiles`` in as many blocks as ``block`` needs."""
+    return -(-tiles // -(-tiles // block))
 
 
 def workspace_bytes_used(m: int, problem, threads: int,
                          workspace_bytes: Optional[int] = None) -> int:
-    block, cc, used = blocking(m, problem, threads, workspace_bytes)
-    return used * _winograd.workspace_elements(
-        positions(m, problem.rank), block, problem.in_channels_per_group,
-        problem.out_channels_per_group, cc) * problem.dtype.itemsize
+    """Bytes of a run's workspace, counting a fused first run's U slices."""
+    b = blocking(m, problem, threads, workspace_bytes)
+    return _winograd.workspace_elements(
+        positions(m, problem.rank), b.block, problem.in_channels_per_group,
+        problem.out_channels_per_group, problem.groups, b.channel_chunk, b.threads,
+        b.shared, _gemm_level, problem.dtype.itemsize,
+        fused_weights(m, problem, b)) * problem.dtype.itemsize
 
 
 # --------------------------------------------------------------------------- run
@@ -291,15 +446,41 @@ def _fill_padding_only_outputs(problem, dst, bias) -> None:
                 dst[tuple(index)] = value
 
 
+def fused_weights(m: int, problem, b: Blocking) -> bool:
+    """Whether a first run computes U position by position inside the GEMM stage.
+
+    One-shot calls (``convolve``) then never write U to memory and read it back: the
+    weight transform of res3a (2.4 MB of U) took 0.17 ms of a 1 ms call that way. It
+    pays when each thread's GEMMs reuse the filter from its cache (shared blocks, a
+    filter that fits FUSED_MAX_FILTER_BYTES) and the register path applies (2-D, whole
+    vectors of output channels).
+    """
+    return b.shared and _fusable(problem)
+
+
+def _fusable(problem) -> bool:
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    itemsize = problem.dtype.itemsize
+    return (problem.rank == 2 and ocg % (64 // itemsize) == 0
+            and 9 * icg * ocg * itemsize <= FUSED_MAX_FILTER_BYTES)
+
+
 def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads) -> str:
     """Compute ``dst``; returns "winograd", or "direct" when it had to recompute exactly."""
     r, m = problem.rank, prepared.transform.m
     bts, ats, _ = lifted_transforms(prepared.transform, r, problem.dtype)
-    block, cc, used = blocking(m, problem, threads)
-    with single_threaded_blas():
+    b = blocking(m, problem, threads)
+    pads = (0,) * (MAX_RANK - r) + tuple(problem.pads_begin)
+    if prepared.first_run() and fused_weights(m, problem, b):
+        _, _, gs = lifted_transforms(prepared.transform, r, problem.dtype)
         nonfinite = _winograd.conv_winograd(
-            _lifted(src, r), prepared.transformed, bias, _lifted(dst, r), *bts, *ats,
-            (0,) * (MAX_RANK - r) + tuple(problem.pads_begin), block, cc, used)
+            _lifted(src, r), None, bias, _lifted(dst, r), *bts, *ats, pads, b.block,
+            b.channel_chunk, b.threads, b.shared, prepared.level,
+            np.ascontiguousarray(prepared.canonical, dtype=problem.dtype), gs[-1])
+    else:
+        nonfinite = _winograd.conv_winograd(
+            _lifted(src, r), prepared.transformed(threads), bias, _lifted(dst, r), *bts,
+            *ats, pads, b.block, b.channel_chunk, b.threads, b.shared, prepared.level)
     if nonfinite:
         direct = get_algorithm("direct")
         direct.run(problem, src, direct.prepare_weights(problem, prepared.canonical), bias,
@@ -314,13 +495,13 @@ def _make_run(m: int):
         run_prepared(problem, src, weights, bias, dst, threads)
 
     run.__name__ = f"run_winograd{m}"
-    run.__doc__ = f"Winograd F({m}, 3) per axis: tile transforms + batched BLAS GEMMs"
+    run.__doc__ = f"Winograd F({m}, 3) per axis: tile transforms + batched GEMMs"
     return run
 
 
 def _make_prepare(m: int):
     def prepare_weights(problem, weights):
-        # The registry's hook has no thread count: the default one (OMP_NUM_THREADS) runs.
+        # The transform itself waits for the first run, which knows the thread count.
         return prepare(wt.TRANSFORMS[m], problem, weights)
 
     return prepare_weights
@@ -329,15 +510,13 @@ def _make_prepare(m: int):
 # --------------------------------------------------------------------------- cost
 
 def transform_flops(m: int, problem) -> int:
-    """2 x multiply-adds of the input and output tile transforms (zero entries skipped)."""
-    r, t = problem.rank, wt.TRANSFORMS[m]
-    alpha = t.alpha
-    at, _, bt = t.arrays(np.float64)
-    nnz_bt, nnz_at = int(np.count_nonzero(bt)), int(np.count_nonzero(at))
-    # input: r passes, each alpha^(r-1) lines of nnz(B^T) multiply-adds per channel
-    per_channel_in = r * alpha ** (r - 1) * nnz_bt
+    """2 x multiply-adds of the input and output tile transforms, counting the zero
+    entries of B^T and A^T (the 2-D register path multiplies them too)."""
+    r, alpha = problem.rank, m + wt.KERNEL - 1
+    # input: r passes, each alpha^(r-1) lines of alpha x alpha multiply-adds per channel
+    per_channel_in = r * alpha ** (r + 1)
     # output: the last axis first (alpha^(r-1) lines), then lines shrinking to m
-    per_channel_out = sum(alpha ** (r - 1 - k) * m ** k * nnz_at for k in range(r))
+    per_channel_out = sum(alpha ** (r - 1 - k) * m ** k * m * alpha for k in range(r))
     return 2 * total_tiles(m, problem) * (problem.in_channels * per_channel_in
                                           + problem.out_channels * per_channel_out)
 

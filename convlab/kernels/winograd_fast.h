@@ -1,0 +1,111 @@
+/* Register-resident 2-D tile transforms for one alpha, on one vector of channels.
+ * Included by winograd_template.h once per alpha, with WG_A (4, 6 or 8) defined next to
+ * WG_REAL, WG_SUFFIX, WG_VEC (a 64-byte GCC vector of WG_REAL, alignment of one element)
+ * and WG_IVEC (the matching integer vector).
+ *
+ * With alpha a compile-time constant the loops unroll and a tile stays in vector registers
+ * (and L1 spill slots) between the two passes, instead of going through memory for every
+ * coefficient as the generic passes do. The coefficients are still the generated matrices,
+ * read at run time (one broadcast each); zero entries are multiplied rather than skipped,
+ * which costs less than a branch per entry here. */
+
+#define WG_FA(name) WG_CAT(WG_FN(name), WG_A)
+
+/* V[(i*A + j) * pos_stride] = (B^T d B)[i][j], d[k][l] at base + k*ys + l*xs. */
+static inline __attribute__((always_inline)) void WG_FA(wg_in2d)(
+    const WG_REAL *base, Py_ssize_t ys, Py_ssize_t xs, const WG_REAL *restrict bt,
+    WG_REAL *V, Py_ssize_t pos_stride)
+{
+    WG_VEC t[WG_A][WG_A];
+#pragma GCC unroll 8
+    for (int j = 0; j < WG_A; j++) {
+        WG_VEC d[WG_A];
+#pragma GCC unroll 8
+        for (int k = 0; k < WG_A; k++)
+            d[k] = *(const WG_VEC *)(base + k * ys + j * xs);
+#pragma GCC unroll 8
+        for (int i = 0; i < WG_A; i++) {
+            WG_VEC s = bt[i * WG_A] * d[0];
+#pragma GCC unroll 8
+            for (int k = 1; k < WG_A; k++)
+                s += bt[i * WG_A + k] * d[k];
+            t[i][j] = s;
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < WG_A; i++) {
+#pragma GCC unroll 8
+        for (int j = 0; j < WG_A; j++) {
+            WG_VEC s = t[i][0] * bt[j * WG_A];
+#pragma GCC unroll 8
+            for (int k = 1; k < WG_A; k++)
+                s += t[i][k] * bt[j * WG_A + k];
+            *(WG_VEC *)(V + (i * WG_A + j) * pos_stride) = s;
+        }
+    }
+}
+
+/* out[i*ys + j*xs] = (A^T M A)[i][j] + bias for i < e0, j < e1, with M[k][l] at
+ * Mp + (k*A + l) * pos_stride; *bad collects the lanes that came out Inf or NaN. */
+static inline __attribute__((always_inline)) void WG_FA(wg_out2d)(
+    const WG_REAL *Mp, Py_ssize_t pos_stride, const WG_REAL *restrict at, WG_VEC bias,
+    WG_REAL *out, Py_ssize_t ys, Py_ssize_t xs, Py_ssize_t e0, Py_ssize_t e1, WG_IVEC *bad)
+{
+    enum { WG_M = WG_A - 2 };
+    WG_VEC t[WG_M][WG_A];
+#pragma GCC unroll 8
+    for (int j = 0; j < WG_A; j++) {
+        WG_VEC col[WG_A];
+#pragma GCC unroll 8
+        for (int k = 0; k < WG_A; k++)
+            col[k] = *(const WG_VEC *)(Mp + (k * WG_A + j) * pos_stride);
+#pragma GCC unroll 8
+        for (int i = 0; i < WG_M; i++) {
+            WG_VEC s = at[i * WG_A] * col[0];
+#pragma GCC unroll 8
+            for (int k = 1; k < WG_A; k++)
+                s += at[i * WG_A + k] * col[k];
+            t[i][j] = s;
+        }
+    }
+    for (Py_ssize_t i = 0; i < e0; i++) {
+        for (Py_ssize_t j = 0; j < e1; j++) {
+            WG_VEC s = t[i][0] * at[j * WG_A];
+#pragma GCC unroll 8
+            for (int k = 1; k < WG_A; k++)
+                s += t[i][k] * at[j * WG_A + k];
+            s += bias;
+            *(WG_VEC *)(out + i * ys + j * xs) = s;
+            *bad |= (s - s != 0);
+        }
+    }
+}
+
+/* U[(i*A + j) * pos_stride] = (G w G^T)[i][j] for a 3x3 filter, w[k][l] at
+ * base + (k*3 + l) * tap_stride. Each entry is WG_W_DOT3's arithmetic, which the fused
+ * path (one position at a time) repeats, so both give the same bits. */
+static inline __attribute__((always_inline)) void WG_FA(wg_w2d)(
+    const WG_REAL *base, Py_ssize_t tap_stride, const WG_REAL *restrict g, WG_REAL *U,
+    Py_ssize_t pos_stride)
+{
+    WG_VEC t[WG_A][3];
+#pragma GCC unroll 3
+    for (int l = 0; l < 3; l++) {
+        WG_VEC w[3];
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; k++)
+            w[k] = *(const WG_VEC *)(base + (k * 3 + l) * tap_stride);
+#pragma GCC unroll 8
+        for (int i = 0; i < WG_A; i++)
+            t[i][l] = WG_W_DOT3(g + i * 3, w[0], w[1], w[2]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < WG_A; i++) {
+#pragma GCC unroll 8
+        for (int j = 0; j < WG_A; j++)
+            *(WG_VEC *)(U + (i * WG_A + j) * pos_stride) =
+                WG_W_DOT3(g + j * 3, t[i][0], t[i][1], t[i][2]);
+    }
+}
+
+#undef WG_FA
