@@ -10,26 +10,26 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from conftest import assert_matches_reference, problem_of, random_tensors
 
 import convlab
-from conftest import assert_matches_reference, problem_of, random_tensors
 from convlab.kernels import _im2col
 from convlab.registry import get_algorithm
 from convlab.strategies import im2col
 
 # (batch, input, kernel, IC, OC, attributes): a spread of paths and geometries.
 CHUNK_PROBLEMS = {
-    "2d-padded": (2, (9, 10), (3, 3), 8, 16, dict(pads_begin=1, pads_end=(0, 2))),
+    "2d-padded": (2, (9, 10), (3, 3), 8, 16, {"pads_begin": 1, "pads_end": (0, 2)}),
     "2d-grouped-strided-dilated-cropped": (
         2, (11, 9), (3, 2), 8, 12,
-        dict(groups=2, strides=(2, 1), dilations=(1, 2), pads_begin=(-1, 1), pads_end=(2, -1))),
-    "1d-dilated": (3, (17,), (5,), 6, 4, dict(strides=3, dilations=2, pads_begin=4, pads_end=1)),
+        {"groups": 2, "strides": (2, 1), "dilations": (1, 2), "pads_begin": (-1, 1), "pads_end": (2, -1)}),
+    "1d-dilated": (3, (17,), (5,), 6, 4, {"strides": 3, "dilations": 2, "pads_begin": 4, "pads_end": 1}),
     "3d-asymmetric": (1, (5, 6, 7), (3, 2, 3), 4, 6,
-                      dict(groups=2, pads_begin=1, pads_end=(0, 1, 2), dilations=(1, 2, 1))),
-    "4d": (1, (3, 4, 3, 4), (2, 2, 1, 3), 4, 6, dict(pads_begin=1, pads_end=0)),
-    "1x1-strided-grouped": (2, (9, 10), (1, 1), 8, 16, dict(groups=4, strides=2)),
-    "1x1-padded": (1, (6, 7), (1, 1), 6, 8, dict(pads_begin=1, pads_end=(2, -1))),
-    "depthwise": (2, (7, 8), (3, 3), 6, 6, dict(groups=6, pads_begin=1, pads_end=1)),
+                      {"groups": 2, "pads_begin": 1, "pads_end": (0, 1, 2), "dilations": (1, 2, 1)}),
+    "4d": (1, (3, 4, 3, 4), (2, 2, 1, 3), 4, 6, {"pads_begin": 1, "pads_end": 0}),
+    "1x1-strided-grouped": (2, (9, 10), (1, 1), 8, 16, {"groups": 4, "strides": 2}),
+    "1x1-padded": (1, (6, 7), (1, 1), 6, 8, {"pads_begin": 1, "pads_end": (2, -1)}),
+    "depthwise": (2, (7, 8), (3, 3), 6, 6, {"groups": 6, "pads_begin": 1, "pads_end": 1}),
 }
 
 
@@ -65,9 +65,11 @@ def test_result_does_not_depend_on_chunk_size(rng, case, dtype):
             seen_blocks.add(run["reduction_blocks"])
             assert_matches_reference(got, src, weights, bias, attributes, "im2col",
                                      f"workspace limit {limit}, threads={threads}: {run}")
-    # the limits above did force many chunks and split reductions (else this test is idle)
-    assert max(seen_chunks) > 1
-    if problem_of(src, weights, bias, attributes).kernel_size > 1:
+    # the limits above did cut the work up (else this test is idle): into row chunks, and
+    # for wide enough rows into reduction blocks
+    assert max(seen_chunks) > 1 or max(seen_blocks) > 1
+    problem = problem_of(src, weights, bias, attributes)
+    if problem.kernel_size * problem.in_channels_per_group * itemsize > 256:
         assert max(seen_blocks) > 1
 
 
@@ -78,8 +80,9 @@ def test_1x1_unit_stride_reads_src_in_place(rng, groups):
         rng, batch=2, in_channels=64, out_channels=32, groups=groups, input_shape=(40, 50),
         kernel_shape=(1, 1), dtype="float32", data_format="NXC", weights_format="XIO",
         bias=True)
-    attributes = dict(groups=groups)
+    attributes = {"groups": groups}
     out = np.empty((2, 40, 50, 32), np.float32)
+    _call(src[:, :2, :2], weights, bias, attributes, threads=2)  # imports happen here
     before = im2col.path_counts["1x1-direct"]
     tracemalloc.start()
     try:
@@ -96,8 +99,8 @@ def test_1x1_unit_stride_reads_src_in_place(rng, groups):
 
 
 @pytest.mark.parametrize("attributes", [
-    dict(strides=2), dict(strides=(2, 3), groups=2), dict(pads_begin=1, pads_end=1),
-    dict(pads_begin=(-1, 2), pads_end=(1, -2), groups=4), dict(auto_pad="same_upper", strides=2),
+    {"strides": 2}, {"strides": (2, 3), "groups": 2}, {"pads_begin": 1, "pads_end": 1},
+    {"pads_begin": (-1, 2), "pads_end": (1, -2), "groups": 4}, {"auto_pad": "same_upper", "strides": 2},
 ], ids=str)
 def test_1x1_strided_or_padded_gathers_rows(rng, attributes):
     src, weights, bias = random_tensors(
@@ -105,9 +108,12 @@ def test_1x1_strided_or_padded_gathers_rows(rng, attributes):
         input_shape=(9, 11), kernel_shape=(1, 1), dtype="float32", data_format="NXC",
         weights_format="XIO", bias=True)
     got = _call(src, weights, bias, attributes, threads=2)
-    assert im2col.last_run["path"] == "1x1-gather"
-    # the gathered rows hold every channel of a task's groups once, never once per group
-    assert im2col.last_run["work_per_thread"] % 16 == 0
+    run = dict(im2col.last_run)
+    assert run["path"] == "1x1-gather"
+    # a gathered row holds every channel of a task's groups once, then one GEMM per group
+    channels = run["groups_per_task"] * 16 // attributes.get("groups", 1) \
+        if run["mode"] == "rows" else 16
+    assert run["work_per_thread"] == run["rows"] * channels, run
     assert_matches_reference(got, src, weights, bias, attributes, "im2col")
 
 
@@ -117,7 +123,7 @@ def test_huge_reduction_is_split_and_accumulated(rng, dtype):
     src, weights, bias = random_tensors(
         rng, batch=1, in_channels=1024, out_channels=8, groups=1, input_shape=(6, 5),
         kernel_shape=(3, 3), dtype=dtype, data_format="NXC", weights_format="XIO", bias=True)
-    attributes = dict(pads_begin=1, pads_end=1)
+    attributes = {"pads_begin": 1, "pads_end": 1}
     limit = 16 * 1024  # one row is 9 * 1024 elements: 36 KiB in float32, 72 KiB in float64
     for threads in (1, 2):
         with im2col.workspace_limit(limit):
@@ -150,13 +156,16 @@ def test_workspace_stays_bounded_on_vgg_conv1_2(rng, limit):
     assert full_panel > 110 * 2**20
     bound = im2col.get_workspace_limit() if limit is None else limit
     assert bound <= 32 * 2**20
+    # the first call imports SciPy's BLAS (megabytes of Python objects): not workspace
+    _call(src[:, :4, :4], weights, None, {}, threads=2)
+    im2col.release_workspace()  # so that this call allocates its panels where we can see
     tracemalloc.start()
     try:
         if limit is None:
-            _call(src, weights, None, dict(pads_begin=1, pads_end=1), threads=2, out=out)
+            _call(src, weights, None, {"pads_begin": 1, "pads_end": 1}, threads=2, out=out)
         else:
             with im2col.workspace_limit(limit):
-                _call(src, weights, None, dict(pads_begin=1, pads_end=1), threads=2, out=out)
+                _call(src, weights, None, {"pads_begin": 1, "pads_end": 1}, threads=2, out=out)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -173,12 +182,12 @@ def test_workspace_stays_bounded_on_vgg_conv1_2(rng, limit):
 @pytest.mark.parametrize("shape", [
     # (batch, input, kernel, IC, OC, attributes): rows mode, cols mode (few rows), groups,
     # the 1x1 paths, and a split reduction under a small workspace
-    (2, (30, 30), (3, 3), 16, 48, dict(pads_begin=1, pads_end=1)),
-    (1, (7, 7), (3, 3), 64, 96, dict(pads_begin=1, pads_end=1)),
-    (1, (5, 6), (3, 3), 12, 12, dict(groups=3, strides=2)),
+    (2, (30, 30), (3, 3), 16, 48, {"pads_begin": 1, "pads_end": 1}),
+    (1, (7, 7), (3, 3), 64, 96, {"pads_begin": 1, "pads_end": 1}),
+    (1, (5, 6), (3, 3), 12, 12, {"groups": 3, "strides": 2}),
     (1, (20, 21), (1, 1), 32, 64, {}),
-    (1, (4, 5), (1, 1), 32, 64, dict(strides=2)),
-    (1, (9, 9), (3, 3), 256, 64, dict(pads_begin=1, pads_end=1, limit=64 * 1024)),
+    (1, (4, 5), (1, 1), 32, 64, {"strides": 2}),
+    (1, (9, 9), (3, 3), 256, 64, {"pads_begin": 1, "pads_end": 1, "limit": 64 * 1024}),
 ], ids=["rows", "cols", "groups", "1x1-direct", "1x1-gather-cols", "split-reduction"])
 def test_result_is_bitwise_identical_across_thread_counts(rng, shape, dtype):
     """The GEMM calls depend on the plan, not on threads=, so the bits do not either."""
@@ -198,6 +207,26 @@ def test_result_is_bitwise_identical_across_thread_counts(rng, shape, dtype):
     for threads, got in results.items():
         np.testing.assert_array_equal(got, results[1], err_msg=f"threads={threads}",
                                       strict=True)
+
+
+def test_workspace_is_kept_between_calls_within_the_limit(rng):
+    src, weights, bias, attributes = _tensors(rng, "2d-padded")
+    im2col.release_workspace()
+    _call(src, weights, bias, attributes, threads=2)
+    tracemalloc.start()
+    try:
+        _call(src, weights, bias, attributes, threads=2)
+        _, peak_again = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert im2col.last_run["workspace_bytes"] > peak_again, "the buffer was not reused"
+    with im2col.workspace_limit(1000):
+        # a lower limit drops a larger kept buffer: what is held stays under the limit
+        got = _call(src, weights, bias, attributes, threads=2)
+        assert im2col._cache.buffer.nbytes <= 1000
+    assert_matches_reference(got, src, weights, bias, attributes, "im2col")
+    im2col.release_workspace()
+    assert im2col._cache.buffer is None
 
 
 def test_blas_thread_counts_are_restored(rng):
@@ -230,8 +259,8 @@ def test_unfold_matches_the_panel_definition(rng):
     """panel_g[m, t*ICg + c] = src[n, o*S + k(t)*D - P_b, g*ICg + c], 0 in the padding."""
     src = rng.standard_normal((2, 7, 6, 6)).astype(np.float32)
     weights = np.zeros((3, 2, 3, 4), np.float32)
-    attributes = dict(groups=2, strides=(2, 1), dilations=(1, 2), pads_begin=(1, -1),
-                      pads_end=(2, 1))
+    attributes = {"groups": 2, "strides": (2, 1), "dilations": (1, 2), "pads_begin": (1, -1),
+                      "pads_end": (2, 1)}
     problem = problem_of(src, weights, None, attributes)
     (oh, ow), (kh, kw), icg = problem.output_shape, problem.kernel_shape, 3
     for group in range(2):
@@ -254,9 +283,9 @@ def test_unfold_matches_the_panel_definition(rng):
 def test_auto_prefers_im2col_for_dense_layers_and_direct_for_depthwise():
     """The cost hooks' ordering, im2col against direct (other algorithms aside)."""
     im2col_cost, direct_cost = get_algorithm("im2col").cost, get_algorithm("direct").cost
-    dense = [((1, 28, 28, 128), (3, 3, 128, 128), dict(pads_begin=1, pads_end=1)),
+    dense = [((1, 28, 28, 128), (3, 3, 128, 128), {"pads_begin": 1, "pads_end": 1}),
              ((1, 56, 56, 64), (1, 1, 64, 256), {}),
-             ((1, 7, 7, 512), (3, 3, 512, 512), dict(pads_begin=1, pads_end=1))]
+             ((1, 7, 7, 512), (3, 3, 512, 512), {"pads_begin": 1, "pads_end": 1})]
     for src_shape, weights_shape, attributes in dense:
         problem = convlab.make_problem(src_shape, np.float32, weights_shape, np.float32,
                                        **attributes)

@@ -1,9 +1,9 @@
 # cython: language_level=3
 """Direct convolution on canonical layouts, three spatial axes (callers lift ranks 1-2).
 
-The output is cut into independent items (a row segment of one block of output
+The output is cut into independent items (runs of output pixels for one block of output
 channels, see ``cl_plan`` in direct_microkernel.h) that OpenMP threads share. Each item
-runs a register-blocked C microkernel compiled for several instruction sets; the widest
+runs register-blocked C microkernels compiled for several instruction sets; the widest
 one the CPU supports is chosen once at import (``CONVLAB_DIRECT_ISA`` or
 :func:`set_isa` override it, for tests and comparisons).
 
@@ -13,6 +13,8 @@ Weights arrive repacked by ``convlab.strategies.direct.prepare_weights``:
 * depthwise (ICg == OCg == 1): (KD, KH, KW, Gp), Gp >= G zero-padded, and bias (Gp,).
 """
 import os
+
+import numpy as _np
 
 cimport cython
 from cython.parallel cimport prange
@@ -31,8 +33,10 @@ cdef extern from "direct_microkernel.h" nogil:
         Py_ssize_t G, KD, KH, KW, ICg, OCg, OCgp
         Py_ssize_t sd, sh, sw, dd, dh, dw, pd, ph, pw
         int depthwise
+        Py_ssize_t cshift
         int isa
-        Py_ssize_t V, nvec, nchunk, nvchunk, seglen, nseg, ow_lo, ow_hi, nitems
+        Py_ssize_t V, nvec, nchunk, seglen, nseg, icb, ncgroup, ow_lo, ow_hi, nitems
+        const void *zeros
     int cl_isa_supported(int isa)
     int cl_isa_best()
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
@@ -101,8 +105,74 @@ def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
     return (channels + lanes - 1) // lanes * lanes
 
 
+cdef object _aligned_empty(Py_ssize_t rows, Py_ssize_t cols, bint single):
+    """An uninitialised (rows, cols) float32 (single) or float64 array whose data starts
+    on a PAD_BYTES boundary."""
+    cdef Py_ssize_t itemsize = 4 if single else 8
+    cdef Py_ssize_t extra = PAD_BYTES // itemsize
+    cdef float[::1] f
+    cdef double[::1] d
+    cdef size_t address
+    raw = _np.empty(rows * cols + extra, dtype=_np.float32 if single else _np.float64)
+    if single:
+        f = raw
+        address = <size_t>&f[0]
+    else:
+        d = raw
+        address = <size_t>&d[0]
+    cdef Py_ssize_t skip = ((PAD_BYTES - address % PAD_BYTES) % PAD_BYTES) // itemsize
+    return raw[skip:skip + rows * cols].reshape(rows, cols)
+
+
+def pack_dense(const real[:, :, ::1] weights, Py_ssize_t padded):
+    """(G, T, OCg) -> (G * T, padded): each row's channels zero-padded to ``padded``,
+    64-byte aligned. T is every (tap, input channel) pair of a group."""
+    cdef Py_ssize_t G = weights.shape[0], T = weights.shape[1], OCg = weights.shape[2]
+    cdef Py_ssize_t g, t, c
+    if padded < OCg:
+        raise ValueError(f"padded={padded} must be >= OCg={OCg}")
+    out = _aligned_empty(G * T, padded, real is float)
+    cdef real[:, ::1] o = out
+    with nogil:
+        for g in range(G):
+            for t in range(T):
+                for c in range(OCg):
+                    o[g * T + t, c] = weights[g, t, c]
+                for c in range(OCg, padded):
+                    o[g * T + t, c] = 0
+    return out
+
+
+def pack_depthwise(const real[:, ::1] weights, Py_ssize_t padded):
+    """(G, T) -> (T, padded): taps first, channels contiguous and zero-padded to
+    ``padded``, 64-byte aligned."""
+    cdef Py_ssize_t G = weights.shape[0], T = weights.shape[1]
+    cdef Py_ssize_t g, t
+    if padded < G:
+        raise ValueError(f"padded={padded} must be >= G={G}")
+    out = _aligned_empty(T, padded, real is float)
+    cdef real[:, ::1] o = out
+    with nogil:
+        for t in range(T):
+            for g in range(G):
+                o[t, g] = weights[g, t]
+            for g in range(G, padded):
+                o[t, g] = 0
+    return out
+
+
+cdef Py_ssize_t _aligned_channel(size_t address, Py_ssize_t channels, size_t itemsize):
+    """The first channel whose address is a multiple of PAD_BYTES in every pixel, or 0
+    when pixels do not all share one alignment. Vectors of a depthwise row then start
+    there, so their loads never straddle two cache lines."""
+    if address % itemsize or (channels * itemsize) % PAD_BYTES:
+        return 0
+    return ((PAD_BYTES - address % PAD_BYTES) % PAD_BYTES) // itemsize
+
+
 cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
                       strides, dilations, pads_begin) except -1:
+    """Shapes and attributes into g; returns 0 when there is nothing to compute (N == 0)."""
     g.N = src_shape[0]
     g.ID = src_shape[1]
     g.IH = src_shape[2]
@@ -120,7 +190,9 @@ cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
                          f"be >= 1")
     if dst_shape[0] != g.N:
         raise ValueError(f"dst batch {dst_shape[0]} must equal src batch {g.N}")
-    return 0
+    if g.IC < 1 or g.OC < 1:
+        raise ValueError(f"src has {g.IC} and dst {g.OC} channels; expected >= 1")
+    return g.N > 0
 
 
 cdef int _check_extents(const cl_geom *g) except -1:
@@ -147,7 +219,8 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
     cdef const real *bp
     cdef real *dp
     cdef int nthreads
-    _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin)
+    if not _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin):
+        return
     g.G = weights.shape[0]
     g.KD = weights.shape[1]
     g.KH = weights.shape[2]
@@ -155,6 +228,7 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
     g.ICg = weights.shape[4]
     g.OCgp = weights.shape[5]
     g.depthwise = 0
+    g.cshift = 0
     if g.G < 1 or g.ICg * g.G != g.IC:
         raise ValueError(f"weights have G={g.G} groups of ICg={g.ICg} input channels; "
                          f"expected G * ICg == IC={g.IC} (src channels)")
@@ -166,10 +240,14 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
                          f"{padded_channels(g.OCg, sizeof(real))} (see prepare_weights)")
     _check_extents(&g)
     if bias is None:
-        import numpy
-        bias = numpy.zeros((g.G, g.OCgp), dtype=numpy.float32 if real is float else numpy.float64)
+        bias = _np.zeros((g.G, g.OCgp), dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.G or bias.shape[1] != g.OCgp:
         raise ValueError(f"bias has shape {tuple(bias.shape)[:2]}; expected ({g.G}, {g.OCgp})")
+
+    # Padding taps read these instead of src.
+    zeros = _np.zeros(g.KW * g.ICg, dtype=_np.float32 if real is float else _np.float64)
+    cdef const real[::1] zv = zeros
+    g.zeros = &zv[0]
 
     nthreads = threads if threads > 0 else 1
     nitems = cl_plan(&g, _isa, nthreads, sizeof(real))
@@ -202,7 +280,8 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
     cdef const real *bp
     cdef real *dp
     cdef int nthreads
-    _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin)
+    if not _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin):
+        return
     g.KD = weights.shape[0]
     g.KH = weights.shape[1]
     g.KW = weights.shape[2]
@@ -211,6 +290,8 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
     g.ICg = 1
     g.OCg = 1
     g.depthwise = 1
+    g.zeros = NULL
+    g.cshift = _aligned_channel(<size_t>&src[0, 0, 0, 0, 0], g.IC, sizeof(real))
     if g.OC != g.IC:
         raise ValueError(f"dst has {g.OC} channels; a depthwise convolution needs as many "
                          f"as src ({g.IC})")
@@ -219,8 +300,7 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
                          f"{padded_channels(g.G, sizeof(real))} (see prepare_weights)")
     _check_extents(&g)
     if bias is None:
-        import numpy
-        bias = numpy.zeros(g.OCgp, dtype=numpy.float32 if real is float else numpy.float64)
+        bias = _np.zeros(g.OCgp, dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.OCgp:
         raise ValueError(f"bias has shape ({bias.shape[0]},); expected ({g.OCgp},)")
 
@@ -258,8 +338,11 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
     g.dd, g.dh, g.dw = dilations
     g.pd, g.ph, g.pw = pads_begin
     g.depthwise = depthwise
+    g.cshift = 0
     g.OCgp = padded_channels(g.G if depthwise else g.OCg, itemsize)
     cl_plan(&g, _isa, threads if threads > 0 else 1, itemsize)
     return {"isa": ISA_NAMES[g.isa], "lanes": g.V, "vectors": g.nvec, "chunks": g.nchunk,
-            "segments": g.nseg, "segment_length": g.seglen, "interior": (g.ow_lo, g.ow_hi),
+            "segments": g.nseg, "segment_length": g.seglen, "chunk_groups": g.ncgroup,
+            "input_channels_per_pass": g.icb if not depthwise else 1,
+            "interior": (g.ow_lo, g.ow_hi),
             "items": g.nitems}

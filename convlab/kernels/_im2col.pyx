@@ -58,6 +58,7 @@ cdef enum:
 
 cdef struct Geom:
     Py_ssize_t r, N, IC, OC, G, ICg, OCg, Kt, P, M, W, src_batch
+    Py_ssize_t k_last, dil_last  # kernel extent and dilation of the last spatial axis
     Py_ssize_t *in_shape
     Py_ssize_t *out_shape
     Py_ssize_t *strides
@@ -96,6 +97,7 @@ cdef Py_ssize_t* make_geom(Geom* g, tuple in_shape, tuple out_shape, tuple kerne
         g.sstride[a] = stride
         stride *= g.in_shape[a]
     g.src_batch = stride
+    g.k_last, g.dil_last = kernel[r - 1], dilations[r - 1]
     for t in range(kt):
         rem = t
         g.tap_off[t] = 0
@@ -130,24 +132,106 @@ cdef inline void put_run(real* out, const real* run_src, Py_ssize_t n) noexcept 
 
 
 @cython.cdivision(True)
+cdef inline void unfold_row(const real* src, const Geom* g, Py_ssize_t off, const Py_ssize_t* base,
+                            Py_ssize_t C, real* out) noexcept nogil:
+    """One whole panel row (every tap) from the window at ``base``, ``off`` its src offset.
+
+    The taps along the last axis are handled together: the in-range ones are found by
+    arithmetic, and when that axis is dense and C spans every channel they are one
+    contiguous run of src. Only the outer taps (the other axes) are walked one by one.
+    """
+    cdef Py_ssize_t r = g.r, last = g.r - 1, a, u, t, kw, x
+    cdef Py_ssize_t kl = g.k_last, dl = g.dil_last, bl = base[last], il = g.in_shape[last]
+    cdef Py_ssize_t lo = 0, hi = kl, outer = g.Kt // kl
+    cdef bint valid
+    if bl < 0:
+        lo = (-bl + dl - 1) // dl
+    if bl + g.kext[last] >= il:
+        hi = (il - bl + dl - 1) // dl
+    if lo > kl:
+        lo = kl
+    if hi < lo:
+        hi = lo
+    for u in range(outer):
+        t = u * kl
+        valid = lo < hi
+        if valid:
+            for a in range(last):
+                x = base[a] + g.tap_kd[t * r + a]
+                if x < 0 or x >= g.in_shape[a]:
+                    valid = False
+                    break
+        if not valid:
+            put_run(out, NULL, kl * C)
+        else:
+            if lo > 0:
+                put_run(out, NULL, lo * C)
+            if dl == 1 and C == g.IC:
+                copy_run(out + lo * C, src + (off + g.tap_off[t + lo]), (hi - lo) * C)
+            else:
+                for kw in range(lo, hi):
+                    copy_run(out + kw * C, src + (off + g.tap_off[t + kw]), C)
+            if hi < kl:
+                put_run(out + hi * C, NULL, (kl - hi) * C)
+        out += kl * C
+
+
+@cython.cdivision(True)
+cdef inline void unfold_taps(const real* src, const Geom* g, Py_ssize_t off,
+                             const Py_ssize_t* base, bint interior, Py_ssize_t C, Py_ssize_t j0,
+                             Py_ssize_t j1, real* out) noexcept nogil:
+    """Columns j0..j1 of one panel row, tap by tap (a block of a split reduction).
+
+    Pieces adjacent in src are merged into one copy, pieces outside the input into one
+    fill of zeros.
+    """
+    cdef Py_ssize_t r = g.r, a, t, x, c0, c1, run_len = 0
+    cdef bint valid
+    cdef const real *piece
+    cdef const real *run_src = NULL
+    for t in range(j0 // C, (j1 - 1) // C + 1):
+        c0 = j0 - t * C
+        if c0 < 0:
+            c0 = 0
+        c1 = j1 - t * C
+        if c1 > C:
+            c1 = C
+        valid = True
+        if not interior:
+            for a in range(r):
+                x = base[a] + g.tap_kd[t * r + a]
+                if x < 0 or x >= g.in_shape[a]:
+                    valid = False
+                    break
+        piece = NULL
+        if valid:
+            # off may be negative while some axis is in the padding; only valid taps form
+            # a pointer, and those lie inside src.
+            piece = src + (off + g.tap_off[t] + c0)
+        if run_len > 0 and ((piece == NULL and run_src == NULL) or
+                            (piece != NULL and run_src != NULL and
+                             piece == run_src + run_len)):
+            run_len += c1 - c0
+            continue
+        if run_len > 0:
+            put_run(out, run_src, run_len)
+            out += run_len
+        run_src = piece
+        run_len = c1 - c0
+    if run_len > 0:
+        put_run(out, run_src, run_len)
+
+
 cdef void unfold(const real* src, const Geom* g, Py_ssize_t m0, Py_ssize_t m1, Py_ssize_t c_off,
                  Py_ssize_t C, Py_ssize_t j0, Py_ssize_t j1, real* buf,
                  Py_ssize_t* scratch) noexcept nogil:
-    """Panel rows m0..m1, columns j0..j1 over channels c_off..c_off+C, into buf (ld j1-j0).
-
-    Pieces that are adjacent in src (the channels of neighbouring taps when the last
-    axis is dense and one group spans every channel) are merged into one copy; pieces
-    outside the input are merged into one fill of zeros.
-    """
+    """Panel rows m0..m1, columns j0..j1 over channels c_off..c_off+C, into buf (ld j1-j0)."""
     cdef Py_ssize_t r = g.r, ld = j1 - j0
     cdef Py_ssize_t *o = scratch
     cdef Py_ssize_t *base = scratch + r
-    cdef Py_ssize_t m, a, n, rem, off, b, t, x, c0, c1
-    cdef Py_ssize_t t0 = j0 // C, t1 = (j1 - 1) // C, run_len
-    cdef bint interior, valid
+    cdef Py_ssize_t m, a, n, rem, off, b
+    cdef bint interior, whole_rows = j0 == 0 and j1 == g.Kt * C
     cdef real *out
-    cdef const real *piece
-    cdef const real *run_src
     if m1 <= m0:
         return
     n = m0 // g.P
@@ -157,6 +241,7 @@ cdef void unfold(const real* src, const Geom* g, Py_ssize_t m0, Py_ssize_t m1, P
         rem = rem // g.out_shape[a]
     for m in range(m0, m1):
         out = buf + (m - m0) * ld
+        # the window origin o*S - P_b on each axis, and its src offset
         off = n * g.src_batch + c_off
         interior = True
         for a in range(r):
@@ -165,38 +250,10 @@ cdef void unfold(const real* src, const Geom* g, Py_ssize_t m0, Py_ssize_t m1, P
             off += b * g.sstride[a]
             if b < 0 or b + g.kext[a] >= g.in_shape[a]:
                 interior = False
-        run_len = 0
-        run_src = NULL
-        for t in range(t0, t1 + 1):
-            c0 = j0 - t * C
-            if c0 < 0:
-                c0 = 0
-            c1 = j1 - t * C
-            if c1 > C:
-                c1 = C
-            valid = True
-            if not interior:
-                for a in range(r):
-                    x = base[a] + g.tap_kd[t * r + a]
-                    if x < 0 or x >= g.in_shape[a]:
-                        valid = False
-                        break
-            piece = NULL
-            if valid:
-                # off may be negative while some axis is in the padding; only valid taps
-                # form a pointer, and those lie inside src.
-                piece = src + (off + g.tap_off[t] + c0)
-            if run_len > 0 and ((piece == NULL and run_src == NULL) or
-                                (piece != NULL and run_src != NULL and
-                                 piece == run_src + run_len)):
-                run_len += c1 - c0
-                continue
-            if run_len > 0:
-                put_run(out, run_src, run_len)
-                out += run_len
-            run_src = piece
-            run_len = c1 - c0
-        put_run(out, run_src, run_len)
+        if whole_rows:
+            unfold_row(src, g, off, base, C, out)
+        else:
+            unfold_taps(src, g, off, base, interior, C, j0, j1, out)
         # next output position in dst order
         a = r - 1
         o[a] += 1

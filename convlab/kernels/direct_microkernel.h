@@ -6,11 +6,16 @@
  *   depthwise weights (KD, KH, KW, Gp)            Gp >= G, zero-padded to 64 bytes
  *   bias, padded like the weights' last axis: (G, OCgp) or (Gp,), zeros when absent.
  *
- * Work is split into independent "items" (one output row segment of one block of output
- * channels); items write disjoint parts of dst, so any thread may take any item. The
- * kernel body lives in direct_microkernel_impl.h, included once per element type and
- * target. Only this translation unit is compiled with target attributes, so the module
- * runs on any x86-64 CPU (and on other architectures through the portable variant). */
+ * Work is split into independent "items" that write disjoint parts of dst, so any thread
+ * may take any item: a dense item is a run of output pixels (flattened over the spatial
+ * axes of one image) for one chunk of output channels of one group; a depthwise item is
+ * an output row segment over a group of channel chunks. Inside an item, microkernels
+ * compute blocks of P pixels x J vectors of channels in registers.
+ *
+ * The kernel bodies live in direct_microkernel_impl.h, included once per element type
+ * and ISA level; the wide levels carry GCC target attributes and are chosen at run time
+ * (cl_isa_best), so the module runs on any x86-64 CPU and builds on other architectures
+ * and compilers with the portable level only. */
 #ifndef CONVLAB_DIRECT_MICROKERNEL_H
 #define CONVLAB_DIRECT_MICROKERNEL_H
 
@@ -21,7 +26,10 @@
  * (SSE2 on x86-64), and the only level on other architectures and compilers. */
 enum { CL_ISA_DEFAULT = 0, CL_ISA_AVX2 = 1, CL_ISA_AVX512 = 2, CL_ISA_COUNT = 3 };
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(CONVLAB_NO_ISA_DISPATCH)
+/* CONVLAB_NO_ISA_DISPATCH builds only the portable level (to test it, or for compilers
+ * without target attributes). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) \
+    && !defined(CONVLAB_NO_ISA_DISPATCH)
 #define CL_X86_DISPATCH 1
 #else
 #define CL_X86_DISPATCH 0
@@ -39,11 +47,19 @@ typedef struct {
     int isa;                /* ISA level the items run with */
     ptrdiff_t V;            /* vector width in elements at that level */
     ptrdiff_t nvec;         /* vectors across the channel axis that is blocked */
-    ptrdiff_t nchunk;       /* channel chunks per group (depthwise: incl. a scalar tail chunk) */
-    ptrdiff_t nvchunk;      /* chunks made of whole vectors */
-    ptrdiff_t seglen, nseg; /* output-row segments */
+    ptrdiff_t nchunk;       /* channel chunks per group */
+    /* Depthwise: src's channel c sits on a vector boundary when c == cshift (mod V)
+     * (the caller sets cshift from src's address). The nvec vectors of a chunk then
+     * start at cshift; channels before and after them get one overlapping vector each
+     * (head, tail), so every load of the hot loop is aligned. */
+    ptrdiff_t cshift;
+    int head, tail;
+    ptrdiff_t seglen, nseg; /* output-row segments (dense: of the flattened pixels) */
+    ptrdiff_t icb;          /* dense: input channels per pass over a segment */
+    ptrdiff_t ncgroup;      /* depthwise: groups of channel chunks, one per item */
     ptrdiff_t ow_lo, ow_hi; /* columns whose every kernel tap along W is inside the input */
     ptrdiff_t nitems;
+    const void *zeros;      /* dense: KW * ICg zeros of the element type, read in padding */
 } cl_geom;
 
 /* floor(a / b) for b > 0, correct for negative a (C's '/' truncates). */
@@ -57,8 +73,9 @@ static inline ptrdiff_t cl_ceildiv(ptrdiff_t a, ptrdiff_t b) { return -cl_floord
  * base + k * dil falls inside [0, I). lo == hi when none does. */
 static inline void cl_tap_range(ptrdiff_t base, ptrdiff_t dil, ptrdiff_t K, ptrdiff_t I,
                                 ptrdiff_t *lo, ptrdiff_t *hi) {
-    ptrdiff_t l = base >= 0 ? 0 : cl_ceildiv(-base, dil);
-    ptrdiff_t h = cl_ceildiv(I - base, dil);
+    /* Divisions cost tens of cycles; dilation 1 (the usual case) needs none. */
+    ptrdiff_t l = base >= 0 ? 0 : dil == 1 ? -base : cl_ceildiv(-base, dil);
+    ptrdiff_t h = dil == 1 ? I - base : cl_ceildiv(I - base, dil);
     if (l > K) l = K;
     if (h > K) h = K;
     if (h < l) h = l;
@@ -69,7 +86,7 @@ static inline void cl_tap_range(ptrdiff_t base, ptrdiff_t dil, ptrdiff_t K, ptrd
 /* Arguments of one microkernel call: P output pixels x J vectors of channels. */
 typedef struct {
     const void *s;          /* src at the first pixel's first valid tap, first channel */
-    ptrdiff_t s_pix, s_kd, s_kh, s_kw;
+    ptrdiff_t s_pix, s_kd, s_kh, s_kw;  /* s_pix: depthwise only (dense uses poff) */
     const void *w;          /* weights at the first valid tap, first (input) channel */
     ptrdiff_t w_kd, w_kh, w_kw, w_ic;
     ptrdiff_t nkd, nkh, nkw, nic;
@@ -81,17 +98,30 @@ typedef struct {
     const ptrdiff_t *soff, *woff;
     ptrdiff_t ntap;
     int accumulate;         /* start from dst instead of bias (a later batch of taps) */
+    /* depthwise row kernel: the block's first / last input column lies in the padding
+     * (s then points at the first column inside the input) */
+    int skip_first, skip_last;
+    /* dense: pixel p's tap (0, 0, 0) is input position (pd0, ph0, pw0)[p], at offset
+     * poff[p] from s (both may lie in the padding); tap (kd, kh, kw) adds
+     * (kd * dd, kh * dh, kw * c_kw) and kd * s_kd + kh * s_kh + kw * s_kw. A position
+     * outside the input (ID, IH, IW) reads the zeros at `zero` instead. */
+    const ptrdiff_t *poff, *pd0, *ph0, *pw0;
+    ptrdiff_t dd, dh, c_kw, ID, IH, IW;
+    const void *zero;       /* KW * nic zeros */
+    int merge;              /* W taps with all pixels inside may run as one loop */
 } cl_kargs;
 
 /* Taps per depthwise batch: enough for any 2-D kernel up to 16x16 or 3-D up to 6x6x6;
  * larger kernels run in several batches that accumulate into dst. */
 #define CL_TAP_BATCH 256
 
-#if defined(__GNUC__)
-/* GCC vector extensions: one source for every vector width; clang accepts them too. */
+#if defined(__GNUC__) && !defined(CONVLAB_NO_VECTOR_EXT)
+/* GCC vector extensions: one source for every vector width; clang accepts them too.
+ * Without them (or with CONVLAB_NO_VECTOR_EXT, to test that path) the same code runs
+ * on scalars. */
 #define CL_VECTOR_EXT 1
 #define CL_AI inline __attribute__((always_inline))
-#define CL_UNROLL _Pragma("GCC unroll 16")
+#define CL_UNROLL _Pragma("GCC unroll 64")
 #else
 #define CL_VECTOR_EXT 0
 #define CL_AI inline
@@ -104,7 +134,8 @@ typedef struct {
 #define CL_UPTO4(X, J) X(1, J) X(2, J) X(3, J) X(4, J)
 #define CL_UPTO6(X, J) CL_UPTO4(X, J) X(5, J) X(6, J)
 #define CL_UPTO8(X, J) CL_UPTO6(X, J) X(7, J) X(8, J)
-#define CL_UPTO12(X, J) CL_UPTO8(X, J) X(9, J) X(10, J) X(11, J) X(12, J)
+#define CL_UPTO10(X, J) CL_UPTO8(X, J) X(9, J) X(10, J)
+#define CL_UPTO12(X, J) CL_UPTO10(X, J) X(11, J) X(12, J)
 
 /* ------------------------------------------------------------------ portable level
  * Vector width 16 bytes: SSE2 on x86-64, NEON on AArch64, scalar code elsewhere. 16
@@ -119,20 +150,25 @@ typedef struct {
 #define CL_DENSE_JMAX 2
 #define CL_DENSE_PMAX_TABLE {0, 8, 4}
 #define CL_DENSE_SHAPES(X) CL_UPTO8(X, 1) CL_UPTO4(X, 2)
-#define CL_DW_JMAX 2
-#define CL_DW_PMAX_TABLE {0, 8, 4}
-#define CL_DW_SHAPES(X) CL_UPTO8(X, 1) CL_UPTO4(X, 2)
+#define CL_DW_PMAX_TABLE {0, 8}
+#define CL_DW_SHAPES(X) CL_UPTO8(X, 1)
+#define CL_DW3_PMAX_TABLE {0, 8}
+#define CL_DW3_SHAPES(X) CL_UPTO8(X, 1)
 
 #define CL_REAL float
 #define CL_TYPE f32
+#define CL_HAVE_DW3 1
 #include "direct_microkernel_impl.h"
 #undef CL_REAL
 #undef CL_TYPE
+#undef CL_HAVE_DW3
 #define CL_REAL double
 #define CL_TYPE f64
+#define CL_HAVE_DW3 0
 #include "direct_microkernel_impl.h"
 #undef CL_REAL
 #undef CL_TYPE
+#undef CL_HAVE_DW3
 
 #undef CL_TGT
 #undef CL_LEVEL
@@ -140,9 +176,10 @@ typedef struct {
 #undef CL_DENSE_JMAX
 #undef CL_DENSE_PMAX_TABLE
 #undef CL_DENSE_SHAPES
-#undef CL_DW_JMAX
 #undef CL_DW_PMAX_TABLE
 #undef CL_DW_SHAPES
+#undef CL_DW3_PMAX_TABLE
+#undef CL_DW3_SHAPES
 
 #if CL_X86_DISPATCH
 /* ------------------------------------------------------------------ AVX2 + FMA
@@ -153,20 +190,25 @@ typedef struct {
 #define CL_DENSE_JMAX 2
 #define CL_DENSE_PMAX_TABLE {0, 12, 6}
 #define CL_DENSE_SHAPES(X) CL_UPTO12(X, 1) CL_UPTO6(X, 2)
-#define CL_DW_JMAX 2
-#define CL_DW_PMAX_TABLE {0, 8, 6}
-#define CL_DW_SHAPES(X) CL_UPTO8(X, 1) CL_UPTO6(X, 2)
+#define CL_DW_PMAX_TABLE {0, 12}
+#define CL_DW_SHAPES(X) CL_UPTO12(X, 1)
+#define CL_DW3_PMAX_TABLE {0, 10}
+#define CL_DW3_SHAPES(X) CL_UPTO10(X, 1)
 
 #define CL_REAL float
 #define CL_TYPE f32
+#define CL_HAVE_DW3 1
 #include "direct_microkernel_impl.h"
 #undef CL_REAL
 #undef CL_TYPE
+#undef CL_HAVE_DW3
 #define CL_REAL double
 #define CL_TYPE f64
+#define CL_HAVE_DW3 0
 #include "direct_microkernel_impl.h"
 #undef CL_REAL
 #undef CL_TYPE
+#undef CL_HAVE_DW3
 
 #undef CL_TGT
 #undef CL_LEVEL
@@ -174,9 +216,10 @@ typedef struct {
 #undef CL_DENSE_JMAX
 #undef CL_DENSE_PMAX_TABLE
 #undef CL_DENSE_SHAPES
-#undef CL_DW_JMAX
 #undef CL_DW_PMAX_TABLE
 #undef CL_DW_SHAPES
+#undef CL_DW3_PMAX_TABLE
+#undef CL_DW3_SHAPES
 
 /* ------------------------------------------------------------------ AVX-512F
  * 32 zmm registers: 24 accumulators, up to 4 weight vectors, broadcasts from memory. */
@@ -186,20 +229,25 @@ typedef struct {
 #define CL_DENSE_JMAX 4
 #define CL_DENSE_PMAX_TABLE {0, 12, 12, 8, 6}
 #define CL_DENSE_SHAPES(X) CL_UPTO12(X, 1) CL_UPTO12(X, 2) CL_UPTO8(X, 3) CL_UPTO6(X, 4)
-#define CL_DW_JMAX 4
-#define CL_DW_PMAX_TABLE {0, 12, 12, 8, 6}
-#define CL_DW_SHAPES(X) CL_UPTO12(X, 1) CL_UPTO12(X, 2) CL_UPTO8(X, 3) CL_UPTO6(X, 4)
+#define CL_DW_PMAX_TABLE {0, 12, 12}
+#define CL_DW_SHAPES(X) CL_UPTO12(X, 1) CL_UPTO12(X, 2)
+#define CL_DW3_PMAX_TABLE {0, 10, 10}
+#define CL_DW3_SHAPES(X) CL_UPTO10(X, 1) CL_UPTO10(X, 2)
 
 #define CL_REAL float
 #define CL_TYPE f32
+#define CL_HAVE_DW3 1
 #include "direct_microkernel_impl.h"
 #undef CL_REAL
 #undef CL_TYPE
+#undef CL_HAVE_DW3
 #define CL_REAL double
 #define CL_TYPE f64
+#define CL_HAVE_DW3 0
 #include "direct_microkernel_impl.h"
 #undef CL_REAL
 #undef CL_TYPE
+#undef CL_HAVE_DW3
 
 #undef CL_TGT
 #undef CL_LEVEL
@@ -207,9 +255,10 @@ typedef struct {
 #undef CL_DENSE_JMAX
 #undef CL_DENSE_PMAX_TABLE
 #undef CL_DENSE_SHAPES
-#undef CL_DW_JMAX
 #undef CL_DW_PMAX_TABLE
 #undef CL_DW_SHAPES
+#undef CL_DW3_PMAX_TABLE
+#undef CL_DW3_SHAPES
 #endif /* CL_X86_DISPATCH */
 
 /* ------------------------------------------------------------------ dispatch */
@@ -240,8 +289,11 @@ static ptrdiff_t cl_isa_lanes(int isa, size_t itemsize) {
     return bytes / (ptrdiff_t)itemsize;
 }
 
+/* Vectors of channels per microkernel call (the CL_*_PMAX_TABLEs have this many rows).
+ * Depthwise keeps J small: its row kernel holds 3 * J weight vectors besides P * J
+ * accumulators. */
 static int cl_isa_jmax(int isa, int depthwise) {
-    (void)depthwise;
+    if (depthwise) return isa == CL_ISA_AVX512 ? 2 : 1;
     return isa == CL_ISA_AVX512 ? 4 : 2;
 }
 
@@ -263,13 +315,22 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     g->V = cl_isa_lanes(isa, itemsize);
     jmax = cl_isa_jmax(isa, g->depthwise);
     if (g->depthwise) {
-        g->nvec = g->G / g->V;            /* whole vectors; the rest is a scalar chunk */
-        g->nvchunk = (g->nvec + jmax - 1) / jmax;
-        g->nchunk = g->nvchunk + (g->G % g->V != 0);
+        g->head = g->tail = 0;
+        if (g->G < g->V) {
+            g->nvec = 0;                  /* fewer channels than a vector: scalar code */
+            g->nchunk = 1;
+        } else {
+            ptrdiff_t shift = g->cshift % g->V;
+            if (shift > g->G - g->V) shift = 0;
+            g->cshift = shift;
+            g->nvec = (g->G - shift) / g->V;
+            g->head = shift > 0;
+            g->tail = shift + g->nvec * g->V < g->G;
+            g->nchunk = (g->nvec + jmax - 1) / jmax;
+        }
     } else {
         g->nvec = (g->OCg + g->V - 1) / g->V;
-        g->nvchunk = (g->nvec + jmax - 1) / jmax;
-        g->nchunk = g->nvchunk;
+        g->nchunk = (g->nvec + jmax - 1) / jmax;
     }
     /* Columns whose taps along W all land inside the input. */
     g->ow_lo = g->pw > 0 ? cl_ceildiv(g->pw, g->sw) : 0;
@@ -279,8 +340,39 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     if (g->ow_hi < g->ow_lo) g->ow_hi = g->ow_lo;
     /* Rows alone may not feed every thread (1-D problems, tiny images): then also cut
      * rows into segments, each long enough to keep the microkernel's pixel blocks whole. */
-    rows = (g->depthwise ? 1 : g->G) * g->nchunk * g->N * g->OD * g->OH;
     want = 8 * (ptrdiff_t)(threads > 0 ? threads : 1);
+    g->ncgroup = 1;
+    if (g->depthwise) {
+        /* A depthwise item takes all channel chunks of its row (they share the row's
+         * setup) unless there are too few rows to go round. */
+        rows = g->N * g->OD * g->OH;
+        if (rows < want) {
+            g->ncgroup = (want + rows - 1) / rows;
+            if (g->ncgroup > g->nchunk) g->ncgroup = g->nchunk;
+        }
+        rows *= g->ncgroup;
+    } else {
+        /* Dense items are runs of the flattened output pixels of one image, so pixel
+         * blocks span rows and small images still fill the microkernel. Input channels
+         * go in passes of icb, so that one pass's weights (K taps x icb x J vectors),
+         * which every pixel block of the run re-reads, stay close to the core: within a
+         * 32 KiB share of L1, but never fewer than 64 channels, below which the per-tap
+         * setup and the partial sums' round trips through dst cost more than the misses
+         * save. Measured with a standalone harness on ResNet-50 layers (1x1: 128
+         * channels best, 3x3: 64; a whole 512-channel pass was 1.6-2x slower). */
+        ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW;
+        ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
+        rows = g->G * g->nchunk * g->N;
+        g->nseg = rows >= want ? 1 : (want + rows - 1) / rows;
+        g->seglen = (npix + g->nseg - 1) / g->nseg;
+        if (g->seglen < 64) g->seglen = 64 < npix ? 64 : npix;
+        g->nseg = (npix + g->seglen - 1) / g->seglen;
+        g->icb = slice > 0 ? 32768 / slice : g->ICg;
+        if (g->icb < 64) g->icb = 64;
+        if (g->icb > g->ICg) g->icb = g->ICg;
+        g->nitems = rows * g->nseg;
+        return g->nitems;
+    }
     g->seglen = g->OW;
     g->nseg = 1;
     if (rows < want && g->OW > 48) {

@@ -1,10 +1,11 @@
 /* One instantiation of the direct microkernels. Included by direct_microkernel.h once per
- * (element type, target), so there is no include guard. It expects:
+ * (element type, ISA level), so there is no include guard. It expects:
  *   CL_REAL, CL_TYPE (f32/f64), CL_TGT (function attribute), CL_LEVEL (name suffix),
- *   CL_VBYTES, and the blocking tables CL_DENSE_PMAX_TABLE / CL_DENSE_SHAPES and
- *   CL_DW_PMAX_TABLE / CL_DW_SHAPES, which list every (P pixels, J vectors) shape that is
- *   compiled. P * J accumulators must fit the target's vector registers with room for J
- *   weight vectors (plus an input vector in the depthwise kernel). */
+ *   CL_VBYTES, and for each kernel (dense, dw, dw3) a CL_*_PMAX_TABLE (largest P per J)
+ *   and CL_*_SHAPES, the list of (P pixels, J vectors) shapes that get a fully unrolled
+ *   copy. P * J accumulators must fit the vector registers with room for the J weight
+ *   vectors (3 * J in dw3) and an input vector. CL_HAVE_DW3 0 leaves out the width-3
+ *   row kernel (float64 does without it: it halves that kernel's share of the build). */
 
 #define CL_SFX CL_CAT2(CL_TYPE, CL_LEVEL)
 #define CL_FN(name) CL_CAT2(name, CL_SFX)
@@ -30,68 +31,101 @@ static CL_AI CL_TGT CL_VEC CL_FN(bcast)(CL_REAL x) { return x - (CL_VEC){0}; }
 #define CL_BCAST(x) (x)
 #endif
 
-/* Store the first `count` (< V) lanes of v. */
-static CL_AI CL_TGT void CL_FN(store_part)(CL_REAL *d, CL_VEC v, ptrdiff_t count) {
-    CL_REAL tmp[CL_VBYTES / sizeof(CL_REAL)];
-    CL_STORE(tmp, v);
-    memcpy(d, tmp, (size_t)count * sizeof(CL_REAL));
-}
-
-/* P pixels x J vectors of output channels, summed over the taps and input channels of
- * one group. Pixel p reads src at s + p * s_pix and writes dst at d + p * d_pix; weights
- * are vectors along the output channels. Inlined with constant P and J, the accumulators
- * become registers. */
+/* P pixels x J vectors of output channels, summed over the taps and nic input channels
+ * of one group; weights are vectors along the output channels. Each pixel reads through
+ * its own pointer per tap, pointed at a zero row where the tap falls in the padding, so
+ * pixels from different rows and the borders block together. Inlined with constant P
+ * and J, the accumulators become registers. */
 static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_kargs *a) {
     const CL_REAL *s = (const CL_REAL *)a->s;
     const CL_REAL *w = (const CL_REAL *)a->w;
-    const CL_REAL *bias = (const CL_REAL *)a->bias;
+    const CL_REAL *zero = (const CL_REAL *)a->zero;
     CL_REAL *d = (CL_REAL *)a->d;
-    const ptrdiff_t s_pix = a->s_pix, s_kd = a->s_kd, s_kh = a->s_kh, s_kw = a->s_kw;
+    const ptrdiff_t *poff = a->poff, *pd0 = a->pd0, *ph0 = a->ph0, *pw0 = a->pw0;
+    const ptrdiff_t s_kd = a->s_kd, s_kh = a->s_kh, s_kw = a->s_kw;
     const ptrdiff_t w_kd = a->w_kd, w_kh = a->w_kh, w_kw = a->w_kw, w_ic = a->w_ic;
     const ptrdiff_t nkd = a->nkd, nkh = a->nkh, nkw = a->nkw, nic = a->nic;
+    const ptrdiff_t dd = a->dd, dh = a->dh, c_kw = a->c_kw;
+    const size_t ID = (size_t)a->ID, IH = (size_t)a->IH, IW = (size_t)a->IW;
     const ptrdiff_t d_pix = a->d_pix, nstore = a->nstore;
+    const int merge = a->merge;
     CL_VEC acc[12][4];
-    ptrdiff_t kd, kh, kw, ic;
+    CL_REAL tile[12 * 4 * (CL_VBYTES / sizeof(CL_REAL))];
+    CL_REAL *dt = d;
+    ptrdiff_t dt_pix = d_pix;
+    ptrdiff_t kd, kh, kw, ic, kwl = 0, kwh = 0;
     int p, j;
 
-    CL_UNROLL for (j = 0; j < J; j++) {
-        CL_VEC b = CL_LOAD(bias + j * CL_V);
-        CL_UNROLL for (p = 0; p < P; p++) acc[p][j] = b;
+    /* A block whose channels run past the group's last output channel goes through a
+     * tile: the lanes beyond nstore belong to another group or lie past the array. */
+    if (nstore < J * CL_V) {
+        dt = tile;
+        dt_pix = J * CL_V;
+        for (p = 0; p < P; p++) {
+            if (a->accumulate)
+                memcpy(tile + p * dt_pix, d + p * d_pix, (size_t)nstore * sizeof(CL_REAL));
+            memset(tile + p * dt_pix + nstore, 0, (size_t)(dt_pix - nstore) * sizeof(CL_REAL));
+        }
+    }
+    if (a->accumulate) {
+        CL_UNROLL for (p = 0; p < P; p++) {
+            CL_UNROLL for (j = 0; j < J; j++) acc[p][j] = CL_LOAD(dt + p * dt_pix + j * CL_V);
+        }
+    } else {
+        const CL_REAL *bias = (const CL_REAL *)a->bias;
+        CL_UNROLL for (j = 0; j < J; j++) {
+            CL_VEC b = CL_LOAD(bias + j * CL_V);
+            CL_UNROLL for (p = 0; p < P; p++) acc[p][j] = b;
+        }
+    }
+    /* With merge, the W taps [kwl, kwh) that are inside the input for every pixel of
+     * the block are one contiguous run of src and weights (adjacent taps, the group
+     * spans all channels): one loop of (kwh - kwl) * nic. The other taps go singly. */
+    if (merge) {
+        kwl = 0;
+        kwh = nkw;
+        CL_UNROLL for (p = 0; p < P; p++) {
+            if (-pw0[p] > kwl) kwl = -pw0[p];
+            if ((ptrdiff_t)IW - pw0[p] < kwh) kwh = (ptrdiff_t)IW - pw0[p];
+        }
+        if (kwh <= kwl) kwl = kwh = 0;
     }
     for (kd = 0; kd < nkd; kd++) {
         for (kh = 0; kh < nkh; kh++) {
             for (kw = 0; kw < nkw; kw++) {
-                const CL_REAL *sp = s + kd * s_kd + kh * s_kh + kw * s_kw;
+                const CL_REAL *q[12];
                 const CL_REAL *wp = w + kd * w_kd + kh * w_kh + kw * w_kw;
-                for (ic = 0; ic < nic; ic++) {
+                const ptrdiff_t toff = kd * s_kd + kh * s_kh + kw * s_kw;
+                const int run = kw == kwl && kwh > kwl;
+                const ptrdiff_t n_ic = run ? (kwh - kwl) * nic : nic;
+                int any = 0;
+                CL_UNROLL for (p = 0; p < P; p++) {
+                    const int inside = (size_t)(pd0[p] + kd * dd) < ID
+                                       && (size_t)(ph0[p] + kh * dh) < IH
+                                       && (run || (size_t)(pw0[p] + kw * c_kw) < IW);
+                    q[p] = inside ? s + poff[p] + toff : zero;
+                    any |= inside;
+                }
+                if (run) kw = kwh - 1;
+                if (!any) continue;
+                for (ic = 0; ic < n_ic; ic++) {
                     CL_VEC wv[4];
                     CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);
                     CL_UNROLL for (p = 0; p < P; p++) {
-                        CL_VEC x = CL_BCAST(sp[p * s_pix]);
+                        CL_VEC x = CL_BCAST(q[p][ic]);
                         CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];
                     }
-                    sp += 1;
                     wp += w_ic;
                 }
             }
         }
     }
-    if (nstore >= J * CL_V) {
-        CL_UNROLL for (p = 0; p < P; p++) {
-            CL_UNROLL for (j = 0; j < J; j++) CL_STORE(d + p * d_pix + j * CL_V, acc[p][j]);
-        }
-    } else {
-        /* The channel block runs past the group's last output channel: store only
-         * what belongs to it (the rest is another group's or past the array). */
-        CL_UNROLL for (p = 0; p < P; p++) {
-            CL_UNROLL for (j = 0; j < J; j++) {
-                ptrdiff_t left = nstore - j * CL_V;
-                if (left >= CL_V)
-                    CL_STORE(d + p * d_pix + j * CL_V, acc[p][j]);
-                else if (left > 0)
-                    CL_FN(store_part)(d + p * d_pix + j * CL_V, acc[p][j], left);
-            }
-        }
+    CL_UNROLL for (p = 0; p < P; p++) {
+        CL_UNROLL for (j = 0; j < J; j++) CL_STORE(dt + p * dt_pix + j * CL_V, acc[p][j]);
+    }
+    if (dt == tile) {
+        for (p = 0; p < P; p++)
+            memcpy(d + p * d_pix, tile + p * dt_pix, (size_t)nstore * sizeof(CL_REAL));
     }
 }
 
@@ -139,6 +173,64 @@ static CL_AI CL_TGT void CL_FN(dw_body)(const int P, const int J, const cl_kargs
     }
 }
 
+#if CL_HAVE_DW3
+/* Depthwise rows of a width-3 kernel (dilation 1, stride SW = 1 or 2) for P interior
+ * pixels: each input vector of a row is loaded once and feeds the (up to 3) output pixels
+ * that read it, instead of once per tap. a->soff/woff list the (kd, kh) rows; a->s_kw is
+ * the step between input pixels and a->w_kw between the weights of consecutive kw. */
+static CL_AI CL_TGT void CL_FN(dw3_body)(const int P, const int J, const int SW,
+                                         const cl_kargs *a) {
+    const CL_REAL *s = (const CL_REAL *)a->s;
+    const CL_REAL *w = (const CL_REAL *)a->w;
+    CL_REAL *d = (CL_REAL *)a->d;
+    const ptrdiff_t *soff = a->soff, *woff = a->woff;
+    const ptrdiff_t s_in = a->s_kw, w_kw = a->w_kw, d_pix = a->d_pix, nrow = a->ntap;
+    const int skip_first = a->skip_first, skip_last = a->skip_last;
+    CL_VEC acc[16][2];
+    ptrdiff_t r;
+    int p, j, i, k;
+
+    if (a->accumulate) {
+        CL_UNROLL for (p = 0; p < P; p++) {
+            CL_UNROLL for (j = 0; j < J; j++) acc[p][j] = CL_LOAD(d + p * d_pix + j * CL_V);
+        }
+    } else {
+        const CL_REAL *bias = (const CL_REAL *)a->bias;
+        CL_UNROLL for (j = 0; j < J; j++) {
+            CL_VEC b = CL_LOAD(bias + j * CL_V);
+            CL_UNROLL for (p = 0; p < P; p++) acc[p][j] = b;
+        }
+    }
+    for (r = 0; r < nrow; r++) {
+        const CL_REAL *q = s + soff[r];
+        const CL_REAL *wp = w + woff[r];
+        CL_VEC wk[3][2];
+        CL_UNROLL for (k = 0; k < 3; k++) {
+            CL_UNROLL for (j = 0; j < J; j++) wk[k][j] = CL_LOAD(wp + k * w_kw + j * CL_V);
+        }
+        CL_UNROLL for (i = 0; i < (P - 1) * SW + 3; i++) {
+            CL_VEC x[2];
+            /* A padding column adds nothing; only the first and last can be one. */
+            if (i == 0 && skip_first) continue;
+            if (i == (P - 1) * SW + 2 && skip_last) continue;
+            CL_UNROLL for (j = 0; j < J; j++) x[j] = CL_LOAD(q + j * CL_V);
+            q += s_in;
+            /* input i feeds output p through tap k when i == p * SW + k */
+            CL_UNROLL for (k = 0; k < 3; k++) {
+                if (i - k >= 0 && (i - k) % SW == 0 && (i - k) / SW < P) {
+                    CL_UNROLL for (j = 0; j < J; j++)
+                        acc[(i - k) / SW][j] += x[j] * wk[k][j];
+                }
+            }
+        }
+    }
+    CL_UNROLL for (p = 0; p < P; p++) {
+        CL_UNROLL for (j = 0; j < J; j++) CL_STORE(d + p * d_pix + j * CL_V, acc[p][j]);
+    }
+}
+
+#endif
+
 /* Each compiled shape gets its own fully unrolled copy; any other shape (never planned)
  * still computes correctly through a generic copy. */
 static CL_TGT void CL_FN(dense_call)(int P, int J, const cl_kargs *a) {
@@ -159,8 +251,29 @@ static CL_TGT void CL_FN(dw_call)(int P, int J, const cl_kargs *a) {
     }
 }
 
+#if CL_HAVE_DW3
+static CL_TGT void CL_FN(dw3_call)(int P, int J, int SW, const cl_kargs *a) {
+    if (SW == 1) {
+        switch (J * 32 + P) {
+#define CL_CASE(P_, J_) case J_ * 32 + P_: CL_FN(dw3_body)(P_, J_, 1, a); break;
+            CL_DW3_SHAPES(CL_CASE)
+#undef CL_CASE
+        default: CL_FN(dw3_body)(P, J, 1, a); break;
+        }
+    } else {
+        switch (J * 32 + P) {
+#define CL_CASE(P_, J_) case J_ * 32 + P_: CL_FN(dw3_body)(P_, J_, 2, a); break;
+            CL_DW3_SHAPES(CL_CASE)
+#undef CL_CASE
+        default: CL_FN(dw3_body)(P, J, 2, a); break;
+        }
+    }
+}
+
+#endif
+
 /* Output columns [lo, hi) of the row, cut into near-equal blocks of at most pmax. */
-#define CL_FOR_BLOCKS(lo, hi, pmax, ow, P, BODY)                                      \
+#define CL_FOR_BLOCKS(lo, hi, pmax, ow, P, ...)                                       \
     do {                                                                              \
         ptrdiff_t width_ = (hi) - (lo);                                               \
         if (width_ > 0) {                                                             \
@@ -169,7 +282,7 @@ static CL_TGT void CL_FN(dw_call)(int P, int J, const cl_kargs *a) {
             ptrdiff_t ow = (lo);                                                      \
             for (b_ = 0; b_ < nb_; b_++) {                                            \
                 int P = (int)(small_ + (b_ < big_));                                  \
-                BODY;                                                                 \
+                __VA_ARGS__;                                                          \
                 ow += P;                                                              \
             }                                                                         \
         }                                                                             \
@@ -183,90 +296,92 @@ static CL_AI void CL_FN(chunk_span)(ptrdiff_t nvec, ptrdiff_t nchunk, ptrdiff_t 
     *v0 = chunk * small + (chunk < big ? chunk : big);
 }
 
+/* One dense item: a run of flattened output pixels of one image, for one chunk of output
+ * channels of one group, in passes over icb input channels at a time. */
 static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const CL_REAL *w,
                                      const CL_REAL *bias, CL_REAL *dst, ptrdiff_t item) {
     static const int pmax_table[] = CL_DENSE_PMAX_TABLE;
-    const ptrdiff_t IC = g->IC, IW = g->IW, OCgp = g->OCgp;
-    ptrdiff_t seg, oh, od, n, chunk, grp, v0, oc0, kdl, kdh, khl, khh, id0, ih0;
-    ptrdiff_t row_off, w_off, ow0, ow1, lo, hi, ow, nkw;
-    int J, pmax, merge;
-    CL_REAL *drow;
+    const ptrdiff_t IC = g->IC, IW = g->IW, OCgp = g->OCgp, ICg = g->ICg;
+    const ptrdiff_t npix = g->OD * g->OH * g->OW;
+    ptrdiff_t poff[12], pd0[12], ph0[12], pw0[12];
+    ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0;
+    int J, pmax;
+    const CL_REAL *src_n, *w_g;
+    CL_REAL *dst_n;
     cl_kargs a;
 
     seg = item % g->nseg; item /= g->nseg;
-    oh = item % g->OH; item /= g->OH;
-    od = item % g->OD; item /= g->OD;
     n = item % g->N; item /= g->N;
     chunk = item % g->nchunk;
     grp = item / g->nchunk;
     CL_FN(chunk_span)(g->nvec, g->nchunk, chunk, &v0, &J);
     oc0 = v0 * CL_V;
     pmax = pmax_table[J];
+    p0 = seg * g->seglen;
+    p1 = p0 + g->seglen < npix ? p0 + g->seglen : npix;
 
-    id0 = od * g->sd - g->pd;
-    ih0 = oh * g->sh - g->ph;
-    cl_tap_range(id0, g->dd, g->KD, g->ID, &kdl, &kdh);
-    cl_tap_range(ih0, g->dh, g->KH, g->IH, &khl, &khh);
-
-    a.s_pix = g->sw * IC;
     a.s_kw = g->dw * IC;
     a.s_kh = g->dh * IW * IC;
     a.s_kd = g->dd * g->IH * IW * IC;
     a.w_ic = OCgp;
-    a.w_kw = g->ICg * OCgp;
+    a.w_kw = ICg * OCgp;
     a.w_kh = g->KW * a.w_kw;
     a.w_kd = g->KH * a.w_kh;
-    a.nkd = kdh - kdl;
-    a.nkh = khh - khl;
-    a.nic = g->ICg;
+    a.nkd = g->KD;
+    a.nkh = g->KH;
+    a.dd = g->dd;
+    a.dh = g->dh;
+    a.c_kw = g->dw;
+    a.ID = g->ID;
+    a.IH = g->IH;
+    a.IW = IW;
+    a.poff = poff;
+    a.pd0 = pd0;
+    a.ph0 = ph0;
+    a.pw0 = pw0;
+    a.zero = g->zeros;
     a.bias = bias + grp * OCgp + oc0;
     a.d_pix = g->OC;
     a.nstore = g->OCg - oc0 < J * CL_V ? g->OCg - oc0 : J * CL_V;
     /* Consecutive W taps of one group are one contiguous run of src and of weights when
-     * the group spans every channel and the taps are adjacent: one longer loop then. */
-    merge = g->dw == 1 && g->ICg == IC;
+     * the group spans every channel, the taps are adjacent and one pass takes every
+     * input channel (see dense_body). */
+    a.merge = g->dw == 1 && ICg == IC && g->icb == ICg;
+    a.nkw = g->KW;
+    /* src of image n and group grp; pixel offsets are added only for inside taps */
+    src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
+    w_g = w + grp * g->KD * a.w_kd + oc0;
+    dst_n = dst + n * npix * g->OC + grp * g->OCg + oc0;
 
-    /* Offsets are formed only when the row has a valid tap, so no pointer ever leaves
-     * the arrays. */
-    row_off = 0;
-    if (a.nkd > 0 && a.nkh > 0)
-        row_off = (((n * g->ID + id0 + kdl * g->dd) * g->IH + ih0 + khl * g->dh) * IW) * IC
-                  + grp * g->ICg;
-    else
-        a.nkd = a.nkh = 0;
-    w_off = grp * g->KD * a.w_kd + kdl * a.w_kd + khl * a.w_kh + oc0;
-    drow = dst + ((n * g->OD + od) * g->OH + oh) * g->OW * g->OC + grp * g->OCg + oc0;
-
-    ow0 = seg * g->seglen;
-    ow1 = ow0 + g->seglen < g->OW ? ow0 + g->seglen : g->OW;
-    lo = g->ow_lo < ow0 ? ow0 : g->ow_lo > ow1 ? ow1 : g->ow_lo;
-    hi = g->ow_hi > ow1 ? ow1 : g->ow_hi < lo ? lo : g->ow_hi;
-
-    /* Border columns, one at a time with their own W tap range. */
-    for (ow = ow0; ow < ow1; ow++) {
-        ptrdiff_t iw0, kwl, kwh;
-        if (ow == lo) ow = hi;
-        if (ow >= ow1) break;
-        iw0 = ow * g->sw - g->pw;
-        cl_tap_range(iw0, g->dw, g->KW, IW, &kwl, &kwh);
-        nkw = a.nkd > 0 ? kwh - kwl : 0;
-        a.s = src + (nkw > 0 ? row_off + (iw0 + kwl * g->dw) * IC : 0);
-        a.w = w + w_off + kwl * a.w_kw;
-        a.d = drow + ow * g->OC;
-        a.nkw = merge ? nkw > 0 : nkw;
-        a.nic = merge ? nkw * g->ICg : g->ICg;
-        CL_FN(dense_call)(1, J, &a);
+    for (ic0 = 0; ic0 < ICg; ic0 += g->icb) {
+        a.nic = ICg - ic0 < g->icb ? ICg - ic0 : g->icb;
+        a.s = src_n + ic0;
+        a.w = w_g + ic0 * OCgp;
+        a.accumulate = ic0 > 0;
+        CL_FOR_BLOCKS(p0, p1, pmax, pix, P, {
+            /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
+            ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
+            ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
+            int p;
+            for (p = 0; p < P; p++) {
+                const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
+                const ptrdiff_t iw = ow * g->sw - g->pw;
+                pd0[p] = id;
+                ph0[p] = ih;
+                pw0[p] = iw;
+                poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
+                if (++ow == g->OW) {
+                    ow = 0;
+                    if (++oh == g->OH) {
+                        oh = 0;
+                        od++;
+                    }
+                }
+            }
+            a.d = dst_n + pix * g->OC;
+            CL_FN(dense_call)(P, J, &a);
+        });
     }
-    /* Interior columns: every W tap is inside the input. */
-    nkw = a.nkd > 0 ? g->KW : 0;
-    a.w = w + w_off;
-    a.nkw = merge ? nkw > 0 : nkw;
-    a.nic = merge ? nkw * g->ICg : g->ICg;
-    CL_FOR_BLOCKS(lo, hi, pmax, ow, P, {
-        a.s = src + (a.nkd > 0 ? row_off + (ow * g->sw - g->pw) * IC : 0);
-        a.d = drow + ow * g->OC;
-        CL_FN(dense_call)(P, J, &a);
-    });
 }
 
 /* Channels [c0, G) of a depthwise row segment that do not fill a vector: plain loops. */
@@ -311,13 +426,16 @@ static CL_AI ptrdiff_t CL_FN(dw_table)(const cl_geom *g, const CL_FN(tapbox) *bo
                                        ptrdiff_t start, ptrdiff_t *soff, ptrdiff_t *woff) {
     const ptrdiff_t s_kw = g->dw * g->IC, s_kh = g->dh * g->IW * g->IC;
     const ptrdiff_t s_kd = g->dd * g->IH * g->IW * g->IC, Gp = g->OCgp;
-    const ptrdiff_t nkh = box->khh - box->khl, nkw = box->kwh - box->kwl;
-    ptrdiff_t t, n = box->count - start < CL_TAP_BATCH ? box->count - start : CL_TAP_BATCH;
-    for (t = 0; t < n; t++) {
-        ptrdiff_t i = start + t, kw = i % nkw, kh = (i / nkw) % nkh, kd = i / (nkw * nkh);
-        soff[t] = kd * s_kd + kh * s_kh + kw * s_kw;
-        woff[t] = ((kd * g->KH + kh) * g->KW + kw) * Gp;
-    }
+    ptrdiff_t kd, kh, kw, i = 0, n = 0;
+    for (kd = 0; kd < box->kdh - box->kdl; kd++)
+        for (kh = 0; kh < box->khh - box->khl; kh++)
+            for (kw = 0; kw < box->kwh - box->kwl; kw++, i++) {
+                if (i < start) continue;
+                if (n == CL_TAP_BATCH) return n;
+                soff[n] = kd * s_kd + kh * s_kh + kw * s_kw;
+                woff[n] = ((kd * g->KH + kh) * g->KW + kw) * Gp;
+                n++;
+            }
     return n;
 }
 
@@ -349,32 +467,100 @@ static CL_AI CL_TGT void CL_FN(dw_block)(const cl_geom *g, cl_kargs *a, int P, i
     }
 }
 
+#if CL_HAVE_DW3
+/* Fill soff/woff with the (kd, kh) rows start, start + 1, ... of the box (kw = 0), at
+ * most CL_TAP_BATCH; returns how many. */
+static CL_AI ptrdiff_t CL_FN(dw3_table)(const cl_geom *g, const CL_FN(tapbox) *box,
+                                        ptrdiff_t start, ptrdiff_t *soff, ptrdiff_t *woff) {
+    const ptrdiff_t s_kh = g->dh * g->IW * g->IC, s_kd = g->dd * g->IH * g->IW * g->IC;
+    ptrdiff_t kd, kh, i = 0, n = 0;
+    for (kd = 0; kd < box->kdh - box->kdl; kd++)
+        for (kh = 0; kh < box->khh - box->khl; kh++, i++) {
+            if (i < start) continue;
+            if (n == CL_TAP_BATCH) return n;
+            soff[n] = kd * s_kd + kh * s_kh;
+            woff[n] = (kd * g->KH + kh) * g->KW * g->OCgp;
+            n++;
+        }
+    return n;
+}
+
+/* P interior pixels through the width-3 row kernel; like dw_block otherwise. */
+static CL_AI CL_TGT void CL_FN(dw3_block)(const cl_geom *g, cl_kargs *a, int P, int J,
+                                          const CL_REAL *src, ptrdiff_t base,
+                                          const CL_REAL *w, const CL_FN(tapbox) *box,
+                                          ptrdiff_t *soff, ptrdiff_t *woff, int table_ready) {
+    const ptrdiff_t rows = (box->kdh - box->kdl) * (box->khh - box->khl);
+    ptrdiff_t start;
+    a->s = src + base + box->kdl * g->dd * g->IH * g->IW * g->IC
+           + box->khl * g->dh * g->IW * g->IC;
+    a->w = w + (box->kdl * g->KH + box->khl) * g->KW * g->OCgp;
+    a->soff = soff;
+    a->woff = woff;
+    for (start = 0; start < rows; start += CL_TAP_BATCH) {
+        a->ntap = table_ready ? rows : CL_FN(dw3_table)(g, box, start, soff, woff);
+        a->accumulate = start > 0;
+        CL_FN(dw3_call)(P, J, (int)g->sw, a);
+    }
+}
+
+#else
+/* Never called without the row kernel (rows3 is then 0); they keep dw_item one text. */
+static CL_AI ptrdiff_t CL_FN(dw3_table)(const cl_geom *g, const CL_FN(tapbox) *box,
+                                        ptrdiff_t start, ptrdiff_t *soff, ptrdiff_t *woff) {
+    (void)g; (void)box; (void)start; (void)soff; (void)woff;
+    return 0;
+}
+
+static CL_AI void CL_FN(dw3_block)(const cl_geom *g, cl_kargs *a, int P, int J,
+                                   const CL_REAL *src, ptrdiff_t base, const CL_REAL *w,
+                                   const CL_FN(tapbox) *box, ptrdiff_t *soff, ptrdiff_t *woff,
+                                   int table_ready) {
+    (void)g; (void)a; (void)P; (void)J; (void)src; (void)base; (void)w; (void)box;
+    (void)soff; (void)woff; (void)table_ready;
+}
+#endif
+
+/* One depthwise item: a row segment, over the channel chunks of its chunk group. The
+ * chunk loop is innermost, so the tap tables are built once per pixel block and each
+ * block sweeps its pixels' channels in address order. */
 static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL_REAL *w,
                                   const CL_REAL *bias, CL_REAL *dst, ptrdiff_t item) {
     static const int pmax_table[] = CL_DW_PMAX_TABLE;
-    const ptrdiff_t IC = g->IC, IW = g->IW;
+    static const int pmax3_table[] = CL_DW3_PMAX_TABLE;
+    const ptrdiff_t IC = g->IC, IW = g->IW, OC = g->OC;
     ptrdiff_t soff[CL_TAP_BATCH], woff[CL_TAP_BATCH];
-    ptrdiff_t seg, oh, od, n, chunk, v0, c0, id0, ih0, row_base;
-    ptrdiff_t ow0, ow1, lo, hi, ow;
-    int J, pmax, table_ready;
+    ptrdiff_t cg, seg, oh, od, n, ch0, ch1, small, big, id0, ih0, row_base;
+    ptrdiff_t ow0, ow1, lo, hi, ow, ch, v0;
+    int pmax, table_ready, rows3, J, run_head, run_tail;
     CL_FN(tapbox) box;
     CL_REAL *drow;
     cl_kargs a;
 
+    cg = item % g->ncgroup; item /= g->ncgroup;
     seg = item % g->nseg; item /= g->nseg;
     oh = item % g->OH; item /= g->OH;
-    od = item % g->OD; item /= g->OD;
-    n = item % g->N;
-    chunk = item / g->N;
+    od = item % g->OD;
+    n = item / g->OD;
     ow0 = seg * g->seglen;
     ow1 = ow0 + g->seglen < g->OW ? ow0 + g->seglen : g->OW;
-    if (chunk >= g->nvchunk) {
-        CL_FN(dw_tail)(g, src, w, bias, dst, n, od, oh, ow0, ow1, g->nvec * CL_V);
+    if (g->nvec == 0 && !g->head && !g->tail) {
+        CL_FN(dw_tail)(g, src, w, bias, dst, n, od, oh, ow0, ow1, 0);
         return;
     }
-    CL_FN(chunk_span)(g->nvec, g->nvchunk, chunk, &v0, &J);
-    c0 = v0 * CL_V;
-    pmax = pmax_table[J];
+    /* chunks [ch0, ch1) of this group */
+    small = g->nchunk / g->ncgroup;
+    big = g->nchunk % g->ncgroup;
+    ch0 = cg * small + (cg < big ? cg : big);
+    ch1 = ch0 + small + (cg < big);
+    if (ch0 >= ch1) return;
+    /* vectors per chunk: J = small + (chunk < big) */
+    small = g->nvec / g->nchunk;
+    big = g->nvec % g->nchunk;
+    /* the head vector goes with the first chunk, the tail with the last: overlapping
+     * vectors then always belong to the same item, so no two threads write a channel */
+    run_head = ch0 == 0 && g->head;
+    run_tail = ch1 == g->nchunk && g->tail;
 
     id0 = od * g->sd - g->pd;
     ih0 = oh * g->sh - g->ph;
@@ -382,15 +568,43 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
     cl_tap_range(ih0, g->dh, g->KH, g->IH, &box.khl, &box.khh);
 
     a.s_pix = g->sw * IC;
-    a.bias = bias + c0;
-    a.d_pix = g->OC;
-    a.nstore = J * CL_V;
-    /* Offset of input position (n, id0, ih0, 0, c0), possibly outside src. */
-    row_base = (((n * g->ID + id0) * g->IH + ih0) * IW) * IC + c0;
-    drow = dst + ((n * g->OD + od) * g->OH + oh) * g->OW * g->OC + c0;
+    a.d_pix = OC;
+    /* Offset of input position (n, id0, ih0, 0, channel 0), possibly outside src. */
+    row_base = (((n * g->ID + id0) * g->IH + ih0) * IW) * IC;
+    drow = dst + ((n * g->OD + od) * g->OH + oh) * g->OW * OC;
 
-    lo = g->ow_lo < ow0 ? ow0 : g->ow_lo > ow1 ? ow1 : g->ow_lo;
-    hi = g->ow_hi > ow1 ? ow1 : g->ow_hi < lo ? lo : g->ow_hi;
+    /* Runs of J vectors starting at channel c0: the head, the chunks, the tail. */
+#define CL_FOR_CHUNKS(...)                                                            \
+    for (ch = ch0 - 1, v0 = ch0 * small + (ch0 < big ? ch0 : big); ch <= ch1; ch++) { \
+        ptrdiff_t c0;                                                                 \
+        if (ch < ch0 || ch == ch1) {                                                  \
+            if (ch < ch0 ? !run_head : !run_tail) continue;                           \
+            c0 = ch < ch0 ? 0 : g->G - CL_V;                                          \
+            J = 1;                                                                    \
+        } else {                                                                      \
+            J = (int)(small + (ch < big));                                            \
+            c0 = g->cshift + v0 * CL_V;                                               \
+            v0 += J;                                                                  \
+            if (J == 0) continue;                                                     \
+        }                                                                             \
+        a.bias = bias + c0;                                                           \
+        a.nstore = J * CL_V;                                                          \
+        __VA_ARGS__;                                                                  \
+    }
+
+    rows3 = CL_HAVE_DW3 && g->KW == 3 && g->dw == 1 && (g->sw == 1 || g->sw == 2)
+            && box.kdh > box.kdl && box.khh > box.khl;
+    if (rows3) {
+        /* The row kernel also takes the columns whose first or last tap falls in a
+         * padding column of width one: with pads <= 1 that is the whole row. */
+        lo = g->pw - 1 > 0 ? cl_ceildiv(g->pw - 1, g->sw) : 0;
+        hi = cl_floordiv(IW - 2 + g->pw, g->sw) + 1;
+    } else {
+        lo = g->ow_lo;
+        hi = g->ow_hi;
+    }
+    lo = lo < ow0 ? ow0 : lo > ow1 ? ow1 : lo;
+    hi = hi > ow1 ? ow1 : hi < lo ? lo : hi;
     /* Border columns, one at a time with their own W tap range. */
     for (ow = ow0; ow < ow1; ow++) {
         ptrdiff_t iw0;
@@ -399,20 +613,49 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
         iw0 = ow * g->sw - g->pw;
         cl_tap_range(iw0, g->dw, g->KW, IW, &box.kwl, &box.kwh);
         box.count = (box.kdh - box.kdl) * (box.khh - box.khl) * (box.kwh - box.kwl);
-        a.d = drow + ow * g->OC;
-        CL_FN(dw_block)(g, &a, 1, J, src, row_base + iw0 * IC, w + c0, &box, soff, woff, 0);
+        table_ready = box.count <= CL_TAP_BATCH;
+        if (table_ready && box.count > 0) CL_FN(dw_table)(g, &box, 0, soff, woff);
+        CL_FOR_CHUNKS({
+            a.d = drow + ow * OC + c0;
+            CL_FN(dw_block)(g, &a, 1, J, src, row_base + iw0 * IC + c0, w + c0, &box,
+                            soff, woff, table_ready);
+        })
     }
-    /* Interior columns share one tap table. */
+    /* The other columns share one tap table. */
     box.kwl = 0;
     box.kwh = g->KW;
     box.count = (box.kdh - box.kdl) * (box.khh - box.khl) * g->KW;
-    table_ready = box.count <= CL_TAP_BATCH;
-    if (table_ready && box.count > 0) CL_FN(dw_table)(g, &box, 0, soff, woff);
+    if (rows3) {
+        table_ready = box.count / 3 <= CL_TAP_BATCH;
+        if (table_ready) CL_FN(dw3_table)(g, &box, 0, soff, woff);
+        a.s_kw = IC;
+        a.w_kw = g->OCgp;
+    } else {
+        table_ready = box.count <= CL_TAP_BATCH;
+        if (table_ready && box.count > 0) CL_FN(dw_table)(g, &box, 0, soff, woff);
+    }
+    /* Blocks are sized for the chunks' J, which differs by at most one between chunks:
+     * size them for the larger, which every compiled shape table covers. */
+    J = (int)(small + (big > 0));
+    if (J == 0) J = 1;
+    pmax = rows3 ? pmax3_table[J] : pmax_table[J];
     CL_FOR_BLOCKS(lo, hi, pmax, ow, P, {
-        a.d = drow + ow * g->OC;
-        CL_FN(dw_block)(g, &a, P, J, src, row_base + (ow * g->sw - g->pw) * IC, w + c0,
-                        &box, soff, woff, table_ready);
+        const ptrdiff_t iw0 = ow * g->sw - g->pw;
+        if (rows3) {
+            a.skip_first = iw0 < 0;
+            a.skip_last = (ow + P - 1) * g->sw - g->pw + 2 >= IW;
+        }
+        CL_FOR_CHUNKS({
+            a.d = drow + ow * OC + c0;
+            if (rows3)
+                CL_FN(dw3_block)(g, &a, P, J, src, row_base + (iw0 + a.skip_first) * IC + c0,
+                                 w + c0, &box, soff, woff, table_ready);
+            else
+                CL_FN(dw_block)(g, &a, P, J, src, row_base + iw0 * IC + c0, w + c0, &box,
+                                soff, woff, table_ready);
+        })
     });
+#undef CL_FOR_CHUNKS
 }
 
 static void CL_CAT2(cl_item, CL_SFX)(const cl_geom *g, const CL_REAL *src, const CL_REAL *w,

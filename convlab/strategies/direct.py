@@ -2,8 +2,8 @@
 
 The kernel is written for three spatial axes; 1-D and 2-D problems are lifted
 to 3-D by adding unit axes (free reshapes, no copies). A pointwise problem
-(every K_i == 1, stride 1, no pads) is one long row of pixels, which the kernel
-blocks better than many short rows.
+(every K_i == 1, stride 1, no pads) is passed as one image of N * prod(I) pixels,
+so the kernel's runs of pixels also span batch entries.
 
 ``prepare_weights`` repacks the canonical (G, K..., IC/G, OC/G) weights for the
 microkernels (see ``convlab/kernels/_direct.pyx``): the channel axis the kernel
@@ -24,10 +24,6 @@ KERNEL_RANK = 3
 # Sustained GFLOP/s per thread assumed by the simple foundation rule.
 # TODO([selection]): fit from bench runs and cite the run.
 ASSUMED_GFLOPS_PER_THREAD = 10.0
-
-# The microkernels read whole 64-byte vectors along the padded channel axis; keeping the
-# arrays 64-byte aligned keeps those reads inside one cache line each.
-ALIGN_BYTES = 64
 
 
 def lift(shape, rank):
@@ -51,15 +47,6 @@ def is_pointwise_flat(problem) -> bool:
             and not any(problem.pads_begin) and not any(problem.pads_end))
 
 
-def aligned_zeros(shape, dtype) -> np.ndarray:
-    """Zeros whose data starts on an ALIGN_BYTES boundary."""
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
-    raw = np.zeros(count * dtype.itemsize + ALIGN_BYTES, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGN_BYTES
-    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
-
-
 @dataclass(frozen=True)
 class PreparedWeights:
     """Weights in the microkernel layout.
@@ -74,21 +61,17 @@ class PreparedWeights:
 
 def prepare_weights(problem, weights) -> PreparedWeights:
     """Repack canonical (G, K..., ICg, OCg) weights for the microkernels."""
-    r = problem.rank
-    weights = np.asarray(weights, dtype=problem.dtype)
-    kernel = lift_spatial(problem.kernel_shape, r, 1)
+    kernel = lift_spatial(problem.kernel_shape, problem.rank, 1)
     g, icg, ocg = problem.groups, problem.in_channels_per_group, problem.out_channels_per_group
+    weights = np.ascontiguousarray(weights, dtype=problem.dtype)
     itemsize = problem.dtype.itemsize
     if is_depthwise(problem):
         padded = _direct.padded_channels(g, itemsize)
-        packed = aligned_zeros((*kernel, padded), problem.dtype)
-        # (G, K..., 1, 1) -> (K..., G)
-        packed[..., :g] = np.moveaxis(weights.reshape(g, *kernel), 0, -1)
-        return PreparedWeights(True, packed)
+        packed = _direct.pack_depthwise(weights.reshape(g, -1), padded)
+        return PreparedWeights(True, packed.reshape(*kernel, padded))
     padded = _direct.padded_channels(ocg, itemsize)
-    packed = aligned_zeros((g, *kernel, icg, padded), problem.dtype)
-    packed[..., :ocg] = weights.reshape(g, *kernel, icg, ocg)
-    return PreparedWeights(False, packed)
+    packed = _direct.pack_dense(weights.reshape(g, -1, ocg), padded)
+    return PreparedWeights(False, packed.reshape(g, *kernel, icg, padded))
 
 
 def _padded_bias(problem, bias, prepared):
@@ -126,7 +109,7 @@ def run_direct(problem, src, weights, bias, dst, threads):
         raise ValueError("dst must be C-contiguous (the canonical layout)")
     r = problem.rank
     if is_pointwise_flat(problem):
-        # Same pixel order in src and dst: one row of N * prod(I) pixels.
+        # Output pixel p reads input pixel p: one image of N * prod(I) pixels.
         pixels = src.size // problem.in_channels
         src5 = src.reshape(1, 1, 1, pixels, problem.in_channels)
         dst5 = dst.reshape(1, 1, 1, pixels, problem.out_channels)

@@ -24,7 +24,8 @@ Three paths, chosen per problem (``plan``):
 Workspace: the panels of one call never hold more than the workspace limit (default
 16 MiB; :func:`set_workspace_limit`, the ``CONVLAB_IM2COL_WORKSPACE`` environment
 variable, or the :func:`workspace_limit` context manager), whatever the batch and
-spatial sizes. A full panel of VGG-19 conv1_2 at batch 1 would take 110 MiB.
+spatial sizes. A full panel of VGG-19 conv1_2 at batch 1 would take 110 MiB. The buffer
+is kept for the next call (one per Python thread; :func:`release_workspace` frees it).
 
 Threads: OpenMP in the kernel and BLAS threads are never both at full width. The
 kernel's OpenMP threads each run their own row chunks with single-threaded BLAS calls
@@ -34,17 +35,17 @@ is set to 1 for the call through threadpoolctl, and restored afterwards.
 """
 from __future__ import annotations
 
-import math
 import os
+import threading
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Dict, Iterator, Optional
+from typing import Any
 
 import numpy as np
 
-from convlab.kernels import _im2col
 from convlab.registry import Estimate, register_algorithm
 from convlab.threads import available_cores
 
@@ -120,14 +121,40 @@ def workspace_limit(nbytes) -> Iterator[int]:
         set_workspace_limit(previous)
 
 
+# The panels' memory is kept between calls, one buffer per Python thread and never more
+# than the workspace limit. Fresh memory costs a page fault per 4 KiB page when first
+# touched, and in this project's VM that was measured at up to ~8 us a page once other
+# allocations (another library's, between two calls) had returned the heap to the system:
+# 2 MiB of panels then cost milliseconds, more than a small layer's arithmetic.
+_cache = threading.local()
+
+
+def _workspace(elements: int, dtype: np.dtype) -> np.ndarray:
+    nbytes = elements * dtype.itemsize
+    buffer = getattr(_cache, "buffer", None)
+    if buffer is None or buffer.nbytes < nbytes or buffer.nbytes > _workspace_limit:
+        _cache.buffer = None  # drop the old buffer first: never two at once
+        buffer = _cache.buffer = np.empty(nbytes, np.uint8)
+    return buffer[:nbytes].view(dtype)
+
+
+def release_workspace() -> None:
+    """Free the panel buffer this Python thread keeps between calls."""
+    _cache.buffer = None
+
+
 # --------------------------------------------------------------------------- planning
 
-# Measured on the project machine (2 cores, AVX-512, OpenBLAS SkylakeX), with
-# /tmp/im2col_work/sweep_chunk.py (see the [im2col] report): a panel per thread of about
-# this size stays in the 2 MiB L2 between the unfold and the GEMM.
+# The constants below come from single-thread sweeps on the project machine (2 cores,
+# AVX-512, OpenBLAS SkylakeX kernels) written up in the [im2col] report; they are to be
+# refitted from bench/ runs in [selection].
+# A panel per thread of about this size stays in the 2 MiB L2 between its unfold and its
+# GEMM (panels of 256-512 rows of 576 columns ran ~25% faster than one 3136-row panel).
 CHUNK_TARGET_BYTES = 1 * 2**20
-# Below this many rows per thread, splitting output channels beats splitting rows.
-MIN_ROWS_PER_THREAD = 64
+# Rows per GEMM call below which single-thread OpenBLAS sgemm loses speed on ResNet-50
+# shapes (196x2304x256: 123 GFLOP/s in one call, 97 in 98-row calls); with fewer rows
+# than this per core, the cores split output channels instead.
+MIN_GEMM_ROWS = 256
 # Rows per chunk when a row is too wide for the workspace and the reduction is split.
 REDUCTION_ROWS = 64
 # COLS mode splits output channels in blocks of at least this many (whole AVX-512 vectors).
@@ -135,11 +162,34 @@ OC_BLOCK_MIN = 16
 # sgemm/dgemm take 32-bit int sizes and leading dimensions.
 BLAS_INT_MAX = 2**31 - 1
 
-PATH_NAMES = {_im2col.PATH_DIRECT: "1x1-direct", _im2col.PATH_GATHER: "1x1-gather",
-              _im2col.PATH_UNFOLD: "unfold"}
-MODE_NAMES = {_im2col.MODE_ROWS: "rows", _im2col.MODE_COLS: "cols", _im2col.MODE_BLAS: "blas"}
+# Plan codes shared with the kernel, which is checked against them when it loads.
+PATH_DIRECT, PATH_GATHER, PATH_UNFOLD = 0, 1, 2
+MODE_ROWS, MODE_COLS, MODE_BLAS = 0, 1, 2
+PATH_NAMES = {PATH_DIRECT: "1x1-direct", PATH_GATHER: "1x1-gather", PATH_UNFOLD: "unfold"}
+MODE_NAMES = {MODE_ROWS: "rows", MODE_COLS: "cols", MODE_BLAS: "blas"}
 
-# Overrides for experiments and tests: force a thread mode ("rows", "cols", "blas").
+_kernel_module = None
+
+
+def _kernel():
+    """The compiled kernel, imported on first use: it loads SciPy's BLAS, which takes a
+    noticeable part of a second, and ``import convlab`` should not pay for that."""
+    global _kernel_module
+    if _kernel_module is None:
+        from convlab.kernels import _im2col as kernel
+
+        theirs = (kernel.PATH_DIRECT, kernel.PATH_GATHER, kernel.PATH_UNFOLD,
+                  kernel.MODE_ROWS, kernel.MODE_COLS, kernel.MODE_BLAS)
+        ours = (PATH_DIRECT, PATH_GATHER, PATH_UNFOLD, MODE_ROWS, MODE_COLS, MODE_BLAS)
+        if theirs != ours:
+            raise ImportError(f"convlab.kernels._im2col plan codes {theirs} do not match "
+                              f"convlab.strategies.im2col's {ours}; rebuild the kernels")
+        _kernel_module = kernel
+    return _kernel_module
+
+# Overrides for experiments and tests: force a thread mode ("rows", "cols", "blas"). The
+# planner never picks "blas" (one BLAS-threaded GEMM per chunk after an OpenMP unfold,
+# the other design the issue names); it is kept, tested, to compare the two.
 _forced_mode = None
 
 
@@ -159,22 +209,32 @@ class Plan:
     chunks: int
     reduction_blocks: int
 
-    def describe(self, itemsize: int) -> Dict[str, Any]:
-        info = asdict(self)
-        info["path"] = PATH_NAMES[self.path]
-        info["mode"] = MODE_NAMES[self.mode]
-        info["workspace_bytes"] = self.work_elements * itemsize
-        return info
+    def describe(self, itemsize: int) -> dict[str, Any]:
+        # by hand: dataclasses.asdict deep-copies, and this runs on every call
+        return {"path": PATH_NAMES[self.path], "mode": MODE_NAMES[self.mode],
+                "threads": self.threads, "rows": self.rows,
+                "groups_per_task": self.groups_per_task, "oc_blocks": self.oc_blocks,
+                "cols_per_block": self.cols_per_block, "work_per_thread": self.work_per_thread,
+                "work_elements": self.work_elements, "chunks": self.chunks,
+                "reduction_blocks": self.reduction_blocks,
+                "workspace_bytes": self.work_elements * itemsize}
 
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _balanced_rows(total: int, rows_cap: int, parts: int) -> int:
-    """Rows per chunk <= rows_cap, with a chunk count that is a multiple of ``parts``."""
-    chunks = _ceil_div(_ceil_div(total, max(1, rows_cap)), parts) * parts
-    return max(1, _ceil_div(total, chunks))
+def _chunk_rows(total: int, wanted: int, most: int, parts: int) -> int:
+    """Rows per chunk near ``wanted``, at most ``most``, in a chunk count divisible by parts.
+
+    Larger chunks are preferred to more of them: a GEMM call loses speed below
+    MIN_GEMM_ROWS rows.
+    """
+    most = max(1, most)
+    chunks = max(parts, total // max(1, wanted) // parts * parts)
+    while _ceil_div(total, chunks) > most:
+        chunks += parts
+    return max(1, min(most, _ceil_div(total, chunks)))
 
 
 def _panel_shape(width: int, budget: int, rows_wanted: int):
@@ -195,8 +255,8 @@ def _reference_parallelism() -> int:
     return available_cores()
 
 
-def plan(problem, threads: int, limit_bytes: Optional[int] = None,
-         cores: Optional[int] = None) -> Plan:
+def plan(problem, threads: int, limit_bytes: int | None = None,
+         cores: int | None = None) -> Plan:
     """Choose path, thread mode and chunk sizes so that the panels fit ``limit_bytes``.
 
     The work grid (chunks, group blocks, output-channel blocks, reduction blocks) is
@@ -206,6 +266,12 @@ def plan(problem, threads: int, limit_bytes: Optional[int] = None,
     """
     limit_bytes = _workspace_limit if limit_bytes is None else limit_bytes
     cores = _reference_parallelism() if cores is None else max(1, int(cores))
+    return _plan(problem, max(1, int(threads)), limit_bytes, cores, _forced_mode)
+
+
+@lru_cache(maxsize=256)
+def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode) -> Plan:
+    # cached: a network calls the same layers over and over, and planning is pure Python
     itemsize = problem.dtype.itemsize
     limit = max(1, limit_bytes // itemsize)
     m_total = problem.batch * problem.output_size
@@ -213,59 +279,60 @@ def plan(problem, threads: int, limit_bytes: Optional[int] = None,
     icg, ocg, groups = (problem.in_channels_per_group, problem.out_channels_per_group,
                         problem.groups)
     width = kt * icg
-    target = max(1, CHUNK_TARGET_BYTES // itemsize)
 
     if kt == 1 and all(s == 1 for s in problem.strides) and \
             not any(problem.pads_begin) and not any(problem.pads_end):
-        path = _im2col.PATH_DIRECT
+        path = PATH_DIRECT
     elif kt == 1 and problem.in_channels * min(m_total, REDUCTION_ROWS) <= limit // cores:
-        path = _im2col.PATH_GATHER
+        path = PATH_GATHER
     else:
-        path = _im2col.PATH_UNFOLD
+        path = PATH_UNFOLD
 
-    few_rows = m_total < cores * MIN_ROWS_PER_THREAD
-    if _forced_mode is not None:
-        mode = {v: k for k, v in MODE_NAMES.items()}[_forced_mode]
+    # Too few rows to give every core a GEMM of MIN_GEMM_ROWS rows: split output channels
+    # (one shared panel), or failing that groups, rather than rows.
+    few_rows = m_total < cores * MIN_GEMM_ROWS
+    if forced_mode is not None:
+        mode = {v: k for k, v in MODE_NAMES.items()}[forced_mode]
     elif cores > 1 and few_rows and ocg >= 2 * OC_BLOCK_MIN:
-        mode = _im2col.MODE_COLS
+        mode = MODE_COLS
     else:
-        mode = _im2col.MODE_ROWS
+        mode = MODE_ROWS
 
     groups_per_task, oc_blocks, cols, per_thread = groups, 1, width, 0
-    if mode == _im2col.MODE_ROWS:
+    if mode == MODE_ROWS:
         if few_rows and groups > 1:
-            # too few rows to share among the cores: share the groups instead
             groups_per_task = _ceil_div(groups, min(groups, cores * 4))
-        if path == _im2col.PATH_DIRECT:
-            rows = _balanced_rows(m_total, max(1, m_total // (cores * 4)), cores) \
-                if cores > 1 else m_total
+        row_width = {PATH_DIRECT: 0, PATH_GATHER: groups_per_task * icg,
+                     PATH_UNFOLD: width}[path]
+        parts = 1 if few_rows else cores
+        if path == PATH_DIRECT:
+            rows = _chunk_rows(m_total, max(MIN_GEMM_ROWS, m_total // (cores * 4)), m_total,
+                               parts)
         else:
-            row_width = groups_per_task * icg if path == _im2col.PATH_GATHER else width
-            wanted = max(1, min(_ceil_div(m_total, cores),
-                                max(target // row_width, REDUCTION_ROWS)))
-            rows, cols = _panel_shape(row_width, max(1, min(limit // cores, target)), wanted)
-            if path == _im2col.PATH_GATHER:
+            budget = max(1, limit // cores)
+            wanted = max(MIN_GEMM_ROWS, CHUNK_TARGET_BYTES // (row_width * itemsize))
+            rows, cols = _panel_shape(row_width, budget, min(wanted, m_total))
+            if cols == row_width:
+                rows = _chunk_rows(m_total, rows, budget // row_width, parts)
+            per_thread = rows * cols
+            if path == PATH_GATHER:
                 cols = width
-            if cores > 1 and not few_rows:
-                rows = _balanced_rows(m_total, rows, cores)
-            per_thread = rows * (row_width if path == _im2col.PATH_GATHER else cols)
     else:
-        if mode == _im2col.MODE_COLS:
+        if mode == MODE_COLS:
             oc_blocks = min(cores, _ceil_div(ocg, OC_BLOCK_MIN))
-        if path == _im2col.PATH_DIRECT:
+        if path == PATH_DIRECT:
             rows = m_total
         else:
-            row_width = problem.in_channels if path == _im2col.PATH_GATHER else width
-            wanted = m_total if mode == _im2col.MODE_COLS else \
-                max(REDUCTION_ROWS, target * cores // row_width)
+            row_width = problem.in_channels if path == PATH_GATHER else width
+            wanted = m_total if mode == MODE_COLS else \
+                max(MIN_GEMM_ROWS * cores, CHUNK_TARGET_BYTES * cores // (row_width * itemsize))
             rows, cols = _panel_shape(row_width, limit, min(m_total, wanted))
-            if path == _im2col.PATH_GATHER:
+            per_thread = rows * cols
+            if path == PATH_GATHER:
                 cols = width
-            per_thread = rows * (row_width if path == _im2col.PATH_GATHER else cols)
-    rows = min(rows, BLAS_INT_MAX)
+    rows, cols = min(rows, BLAS_INT_MAX), min(cols, BLAS_INT_MAX)
     chunks = _ceil_div(m_total, rows)
-    threads = max(1, int(threads))
-    if mode == _im2col.MODE_ROWS:
+    if mode == MODE_ROWS:
         tasks = chunks * _ceil_div(groups, groups_per_task)
         # one panel per thread: no more threads than tasks, nor than the workspace holds
         threads = min(threads, tasks, limit // per_thread if per_thread else threads)
@@ -284,42 +351,69 @@ _blas_libraries = None
 
 
 def _blas_controllers():
-    """threadpoolctl's BLAS controllers, found once (after SciPy's BLAS has loaded).
+    """threadpoolctl controllers of the BLAS libraries the kernel may call, found once.
 
-    A ThreadpoolController scans every loaded library (milliseconds); setting a count on
-    the controllers it found is one C call each (about a microsecond), so the scan is
-    done once and reused.
+    A ThreadpoolController scans every loaded library (milliseconds); getting or setting
+    a count on the controllers it found is one C call each (about a microsecond), so the
+    scan is done once, after the kernel has loaded SciPy's BLAS. ``cython_blas`` takes
+    32-bit ints, so a BLAS with 64-bit-int symbols (NumPy's ``...64_``) is not the one it
+    calls and is left alone; if that rule leaves nothing, every BLAS is controlled.
     """
     global _blas_libraries
     if _blas_libraries is None:
+        _kernel()
         from threadpoolctl import ThreadpoolController
 
-        _blas_libraries = [lib for lib in ThreadpoolController().lib_controllers
-                           if lib.user_api == "blas"]
+        found = [lib for lib in ThreadpoolController().lib_controllers
+                 if lib.user_api == "blas"]
+        lp64 = [lib for lib in found
+                if "64" not in str(getattr(lib, "_symbol_suffix", ""))]
+        _blas_libraries = lp64 or found
     return _blas_libraries
 
 
-@contextmanager
-def blas_threads(count: int) -> Iterator[None]:
-    """Every loaded BLAS at ``count`` threads inside the block; untouched when already so."""
-    changed = []
+def _set_blas_threads(count: int):
+    """Set every controlled BLAS to ``count`` threads; returns what to restore, and whether
+    the count took effect (threadpoolctl lets only one Python thread steer a pthreads
+    OpenBLAS; another thread's request is silently dropped)."""
+    changed, effective = [], True
     for lib in _blas_controllers():
         current = lib.get_num_threads()
-        if current != count:
+        if current is not None and current != count:
             lib.set_num_threads(count)
-            changed.append((lib, current))
+            if lib.get_num_threads() == count:
+                changed.append((lib, current))
+            else:
+                effective = False
+    return changed, effective
+
+
+def _restore_blas_threads(changed) -> None:
+    for lib, previous in changed:
+        lib.set_num_threads(previous)
+        clear = getattr(type(lib), "clear_controlling_thread", None)
+        if clear is not None:
+            # as threadpool_limits does on exit: let other Python threads steer it again
+            clear()
+
+
+@contextmanager
+def blas_threads(count: int) -> Iterator[bool]:
+    """The kernel's BLAS at ``count`` threads inside the block (untouched when already so).
+
+    Yields False when the count could not be set (another Python thread controls the
+    BLAS); the caller then keeps OpenMP to one thread so that both never run wide.
+    """
+    changed, effective = _set_blas_threads(count)
     try:
-        yield
+        yield effective
     finally:
-        for lib, previous in changed:
-            lib.set_num_threads(previous)
+        _restore_blas_threads(changed)
 
 
 # --------------------------------------------------------------------------- registration
 
-INT32_GUARD = BLAS_INT_MAX
-
-last_run: Dict[str, Any] = {}
+last_run: dict[str, Any] = {}
 """What the latest call did: path, mode, chunks, workspace bytes... (for tests, explain)."""
 
 path_counts: Counter = Counter()
@@ -329,23 +423,31 @@ path_counts: Counter = Counter()
 def _supports(problem):
     if problem.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return f"dtype {problem.dtype}: im2col computes float32 and float64"
-    if problem.in_channels > INT32_GUARD or problem.out_channels > INT32_GUARD:
+    if problem.in_channels > BLAS_INT_MAX or problem.out_channels > BLAS_INT_MAX:
         return (f"IC={problem.in_channels}, OC={problem.out_channels}: BLAS leading "
                 f"dimensions are 32-bit, expected channels below 2**31")
     return None
 
 
-# Provisional cost constants, to be fitted in [selection] from bench runs; for now set
-# from /tmp/im2col_work measurements on the project machine (see the [im2col] report).
-# Sustained single-thread sgemm GFLOP/s of OpenBLAS on large, square-ish products.
-GEMM_GFLOPS_PER_THREAD = 80.0
-# A GEMM dimension d (output channels per group, reduction depth, rows) runs at
+# Provisional cost constants. TODO([selection]): fit them from bench runs and cite the run.
+# For now they are read off single-thread sweeps of ResNet-50 layers at batch 1 on the
+# project machine ([im2col] report): OpenBLAS sgemm reached 63-111 GFLOP/s per thread.
+# Sustained single-thread sgemm GFLOP/s on a large, square-ish product (float64: half).
+GEMM_GFLOPS_PER_THREAD = 100.0
+# A GEMM dimension d (output channels per group, reduction depth, rows per call) runs at
 # d / (d + GEMM_HALF_RATE_DIM) of the full rate: skinny products waste the microkernel.
+# With it the rule reproduces the measured rates above within about 20%.
 GEMM_HALF_RATE_DIM = 24.0
-# Bytes per second one thread moves when unfolding (panel write + src read).
-UNFOLD_BYTES_PER_SECOND_PER_THREAD = 6e9
-# Fixed cost of one BLAS call (argument checks, packing set-up).
+# Panel bytes one thread writes per second while unfolding (measured 4.6-6.7 GB/s).
+UNFOLD_BYTES_PER_SECOND_PER_THREAD = 5e9
+# Fixed cost of one BLAS call (argument checks, buffer set-up), and of one call of the
+# strategy (planning, BLAS thread count set and restored: measured about 18 us).
 GEMM_CALL_SECONDS = 1.5e-6
+CALL_SECONDS = 20e-6
+
+
+def _efficiency(d: float) -> float:
+    return d / (d + GEMM_HALF_RATE_DIM)
 
 
 def _cost(problem, threads):
@@ -353,25 +455,25 @@ def _cost(problem, threads):
     itemsize = problem.dtype.itemsize
     m_total = problem.batch * problem.output_size
     width = problem.kernel_size * problem.in_channels_per_group
-    h = GEMM_HALF_RATE_DIM
     ocg = problem.out_channels_per_group
-    rows_per_call = min(p.rows, m_total)
-    if p.mode == _im2col.MODE_COLS:
-        ocg = max(1, ocg // p.threads)
-    efficiency = (ocg / (ocg + h)) * (width / (width + h)) * (rows_per_call / (rows_per_call + h))
-    rate = GEMM_GFLOPS_PER_THREAD * 1e9 * p.threads * (itemsize and 4 / itemsize) * efficiency
-    gemm_seconds = problem.flops / rate
-    if p.path == _im2col.PATH_DIRECT:
+    if p.mode == MODE_COLS:
+        ocg = max(1, ocg // p.oc_blocks)
+    efficiency = (_efficiency(ocg) * _efficiency(min(width, p.cols_per_block))
+                  * _efficiency(min(p.rows, m_total)))
+    rate = GEMM_GFLOPS_PER_THREAD * 1e9 * (4 / itemsize) * efficiency
+    parallel = min(p.threads, p.chunks * _ceil_div(problem.groups, p.groups_per_task)
+                   if p.mode == MODE_ROWS else p.threads)
+    gemm_seconds = problem.flops / (rate * parallel)
+    if p.path == PATH_DIRECT:
         unfold_bytes = 0
-    elif p.path == _im2col.PATH_GATHER:
-        unfold_bytes = 2 * m_total * problem.in_channels * itemsize
+    elif p.path == PATH_GATHER:
+        unfold_bytes = m_total * problem.in_channels * itemsize
     else:
-        unfold_bytes = 2 * m_total * width * problem.groups * itemsize
+        unfold_bytes = m_total * width * problem.groups * itemsize
     unfold_seconds = unfold_bytes / (UNFOLD_BYTES_PER_SECOND_PER_THREAD * p.threads)
-    calls = p.chunks * problem.groups * p.reduction_blocks
-    call_seconds = calls * GEMM_CALL_SECONDS / p.threads
-    seconds = gemm_seconds + unfold_seconds + call_seconds
-    return Estimate(seconds, {
+    calls = p.chunks * problem.groups * p.reduction_blocks * p.oc_blocks
+    call_seconds = CALL_SECONDS + calls * GEMM_CALL_SECONDS / p.threads
+    return Estimate(gemm_seconds + unfold_seconds + call_seconds, {
         "path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
         "gemm_efficiency": round(efficiency, 3), "gemm_ms": round(gemm_seconds * 1e3, 4),
         "unfold_mb": round(unfold_bytes / 2**20, 2), "unfold_ms": round(unfold_seconds * 1e3, 4),
@@ -382,16 +484,20 @@ def _cost(problem, threads):
                     description="unfold into column panels (bounded workspace) x BLAS GEMM; "
                                 "1x1 as plain GEMM; any rank, all attributes")
 def run_im2col(problem, src, weights, bias, dst, threads):
+    kernel = _kernel()
     p = plan(problem, threads)
-    work = np.empty(p.work_elements, dtype=problem.dtype)
-    blas_count = p.threads if p.mode == _im2col.MODE_BLAS else 1
-    with blas_threads(blas_count):
-        _im2col.conv_im2col(
+    work = _workspace(p.work_elements, problem.dtype)
+    changed, effective = _set_blas_threads(p.threads if p.mode == MODE_BLAS else 1)
+    omp_threads = p.threads if effective or p.mode == MODE_BLAS else 1
+    try:
+        kernel.conv_im2col(
             src.reshape(-1), weights.reshape(-1), bias, dst.reshape(-1), work,
             problem.input_shape, problem.output_shape, problem.kernel_shape, problem.strides,
             problem.dilations, problem.pads_begin, problem.batch, problem.in_channels,
             problem.out_channels, problem.groups, p.path, p.mode, p.rows, p.groups_per_task,
-            p.oc_blocks, p.cols_per_block, p.work_per_thread, p.threads)
+            p.oc_blocks, p.cols_per_block, p.work_per_thread, omp_threads)
+    finally:
+        _restore_blas_threads(changed)
     info = p.describe(problem.dtype.itemsize)
     last_run.clear()
     last_run.update(info)
@@ -411,7 +517,7 @@ def unfold(problem, src, group: int = 0, rows=None, cols=None) -> np.ndarray:
     c0, c1, _ = (cols or slice(None)).indices(width)
     src = np.ascontiguousarray(src, dtype=problem.dtype)
     out = np.empty((max(0, r1 - r0), max(0, c1 - c0)), dtype=problem.dtype)
-    _im2col.unfold_panel(src.reshape(-1), out, problem.input_shape, problem.output_shape,
+    _kernel().unfold_panel(src.reshape(-1), out, problem.input_shape, problem.output_shape,
                          problem.kernel_shape, problem.strides, problem.dilations,
                          problem.pads_begin, problem.batch, problem.in_channels,
                          problem.groups, group, r0, c0)
