@@ -64,6 +64,13 @@ class Algorithm:
 
 
 _REGISTRY: Dict[str, Algorithm] = {}
+# Bumped on every change, so caches of choices made against the registry know to refresh.
+_generation = 0
+
+
+def generation() -> int:
+    """A number that changes whenever an algorithm is added, replaced or removed."""
+    return _generation
 
 
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
@@ -102,12 +109,16 @@ def _add(algorithm: Algorithm, replace: bool) -> None:
     if algorithm.name in _REGISTRY and not replace:
         raise ValueError(f"algorithm {algorithm.name!r} is already registered; pass "
                          f"replace=True to override it")
+    global _generation
     _REGISTRY[algorithm.name] = algorithm
+    _generation += 1
 
 
 def unregister_algorithm(name: str) -> None:
     """Remove an algorithm (mainly for tests and experiments)."""
+    global _generation
     _REGISTRY.pop(name, None)
+    _generation += 1
 
 
 def algorithms() -> List[str]:

@@ -7,11 +7,12 @@ estimates come from each algorithm's own ``cost`` hook. "tune" (see
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from convlab import tune
+from convlab import registry, tune
 from convlab.params import ConvProblem
 from convlab.registry import Algorithm, Estimate, get_algorithm, registered
 
@@ -86,8 +87,16 @@ def contenders(rows: List[Candidate]) -> List[Candidate]:
 
 def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] = None,
            precision: str = "default") -> str:
-    rows = assess(problem, threads, precision) if rows is None else rows
+    if rows is None:
+        return _cached_choice(problem, threads, precision, registry.generation())
     return min(contenders(rows), key=lambda row: row.estimate.seconds).name
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_choice(problem: ConvProblem, threads: int, precision: str, generation: int) -> str:
+    """Every cost hook runs once per (problem, threads, precision); later calls hit the cache.
+    ``generation`` keys out choices made before the registry changed."""
+    return choose(problem, threads, assess(problem, threads, precision), precision)
 
 
 def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "default") -> Algorithm:
