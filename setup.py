@@ -1,6 +1,6 @@
 """Build the Cython kernels, with OpenMP when the compiler has it.
 
-Flags stay portable (no -march=native): wide-vector code paths are chosen at run
+Flags stay portable (no host-specific -march): wide-vector code paths are chosen at run
 time inside the C microkernels (GCC target attributes), so one wheel runs on any
 x86-64 machine.
 """
