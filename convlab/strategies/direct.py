@@ -43,7 +43,8 @@ def is_depthwise(problem) -> bool:
 
 def is_pointwise_flat(problem) -> bool:
     """K_i == 1, S_i == 1 and no pads: output pixel p reads input pixel p only."""
-    return (all(k == 1 for k in problem.kernel_shape) and all(s == 1 for s in problem.strides)
+    # max/any rather than generator expressions: this runs on every call.
+    return (max(problem.kernel_shape) == 1 and max(problem.strides) == 1
             and not any(problem.pads_begin) and not any(problem.pads_end))
 
 
@@ -64,7 +65,7 @@ def prepare_weights(problem, weights) -> PreparedWeights:
     kernel = lift_spatial(problem.kernel_shape, problem.rank, 1)
     g, icg, ocg = problem.groups, problem.in_channels_per_group, problem.out_channels_per_group
     weights = np.ascontiguousarray(weights, dtype=problem.dtype)
-    itemsize = problem.dtype.itemsize
+    itemsize = weights.itemsize
     if is_depthwise(problem):
         padded = _direct.padded_channels(g, itemsize)
         packed = _direct.pack_depthwise(weights.reshape(g, -1), padded)
