@@ -318,3 +318,18 @@ def test_duplicate_registration_is_refused():
 def test_reserved_or_invalid_algorithm_names_are_refused(name):
     with pytest.raises(ValueError, match="algorithm name"):
         convlab.register_algorithm(name)
+
+
+@pytest.mark.parametrize("valid, invalid", [
+    (dict(strides=1), dict(strides=True)),
+    (dict(strides=[1, 1]), dict(strides=[1.0, 1])),
+    (dict(groups=1), dict(groups=1.0)),
+    (dict(pads_begin=(1, 1)), dict(pads_begin=(True, 1))),
+])
+def test_remembered_problems_do_not_hide_type_errors(valid, invalid):
+    """make_problem remembers valid argument sets; an equal-hashing bool or float must
+    still be refused after its valid twin was seen."""
+    src, weights = zeros(SRC), zeros(WEIGHTS)
+    convlab.convolve(src, weights, **valid)
+    with pytest.raises(TypeError, match=next(iter(invalid))):
+        convlab.convolve(src, weights, **invalid)
