@@ -45,12 +45,13 @@ CHECK_TOLERANCE = 1e-4
 @dataclass
 class Contender:
     label: str
-    kind: str  # "convlab", "torch" or "onnxruntime"
+    kind: str  # "convlab", "torch", "onnxruntime" or "gemm"
     call: Optional[Callable[[], object]] = None  # None: cannot run this layer
     why_not: str = ""
     to_nxc: Callable[[object], np.ndarray] = lambda result: result
     times: List[float] = field(default_factory=list)
     error: Optional[float] = None
+    checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
 
     @property
     def median(self) -> Optional[float]:
@@ -169,6 +170,25 @@ def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Co
 PSEUDO_ALGORITHMS = ("auto", "plan")
 
 
+def gemm_contender(layer, threads) -> Contender:
+    """NumPy's matmul on a product the size of the layer's GEMM: (N * prod(O), IC/G *
+    prod(K)) @ (IC/G * prod(K), OC/G) per group, BLAS limited to ``threads``. What an
+    im2col run could reach if unfolding were free."""
+    from threadpoolctl import threadpool_limits
+
+    problem = layer.problem()
+    rows = problem.batch * problem.output_size
+    depth = problem.in_channels_per_group * problem.kernel_size
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (problem.groups, rows, depth)).astype(np.float32)
+    b = rng.uniform(-1, 1, (problem.groups, depth, problem.out_channels_per_group)).astype(
+        np.float32)
+    c = np.empty((problem.groups, rows, problem.out_channels_per_group), np.float32)
+    # Left in force for the process: im2col sets and restores its own BLAS width per call.
+    threadpool_limits(threads, user_api="blas")
+    return Contender("matmul", "gemm", lambda: np.matmul(a, b, out=c), checked=False)
+
+
 def convlab_contender(name, layer, src, weights, threads) -> Contender:
     kwargs = layer.convolve_kwargs()
     if name == "plan":
@@ -193,7 +213,8 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(np.asarray(got, np.float64) - want))) / scale
 
 
-def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, seed):
+def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, seed,
+                gemm=False):
     src, weights, _ = layer.arrays(seed=seed)
     r = layer.rank
     src_ncx = np.moveaxis(src, -1, 1)
@@ -204,6 +225,8 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
     if ort is not None and onnx is not None:
         contenders.append(onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix,
                                                 threads))
+    if gemm:
+        contenders.append(gemm_contender(layer, threads))
     runnable = [c for c in contenders if c.call is not None]
 
     want = None
@@ -216,6 +239,8 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
             result = contender.call()
         if result is None:
             result = contender.call()
+        if not contender.checked:
+            continue
         if want is None:
             want = convlab.reference.convolve(src.astype(np.float64),
                                               weights.astype(np.float64),
@@ -299,6 +324,9 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-onnxruntime", action="store_true",
                         help="leave ONNX Runtime out")
+    parser.add_argument("--gemm", action="store_true",
+                        help="add 'matmul': NumPy's matmul on each layer's same-sized GEMM, "
+                             "and im2col's share of its rate")
     parser.add_argument("--csv", default=None,
                         help="also write one row per layer and contender to this path")
     args = parser.parse_args(argv)
@@ -360,7 +388,8 @@ def main(argv=None, prog=None) -> int:
 
     names = display_names(layers)
     width = max([len("geo-mean over layers")] + [min(len(n), 32) for n in names])
-    labels = algorithms + (["torch"] if torch else []) + (["onnxrt"] if ort and onnx else [])
+    labels = (algorithms + (["torch"] if torch else []) + (["onnxrt"] if ort and onnx else [])
+              + (["matmul"] if args.gemm else []))
     ratio_labels = algorithms if torch else []
     layout = Layout(width, [max(9, len(label) + 1) for label in labels],
                     [max(9, len(label) + 3) for label in ratio_labels])
@@ -378,7 +407,7 @@ def main(argv=None, prog=None) -> int:
     results = []
     for index, (layer, name) in enumerate(progress(list(zip(layers, names)), args.suite)):
         contenders = bench_layer(layer, algorithms, threads, args.repeats, args.warmup,
-                                 torch, onnx, ort, seed=index)
+                                 torch, onnx, ort, seed=index, gemm=args.gemm)
         results.append((layer, contenders))
         by = {c.label: c for c in contenders}
         flops = layer.flops()
@@ -464,7 +493,19 @@ def extra_columns(contenders) -> str:
     value = _ort_over_plan(contenders)
     if value is not None:
         text += f" | ort/plan {value:5.2f}x"
+    value = im2col_over_matmul(contenders)
+    if value is not None:
+        text += f" | im2col/matmul {value:4.0%}"
     return text
+
+
+def im2col_over_matmul(contenders) -> Optional[float]:
+    """im2col's rate as a share of NumPy matmul's on the same-sized product."""
+    by = {c.label: c for c in contenders}
+    im2col, matmul = by.get("im2col"), by.get("matmul")
+    if im2col is None or matmul is None or im2col.median is None or matmul.median is None:
+        return None
+    return matmul.median / im2col.median
 
 
 def selection_summary(results, names) -> List[str]:
@@ -483,6 +524,12 @@ def selection_summary(results, names) -> List[str]:
     if ratios:
         lines.append(f"plan vs ONNX Runtime session (onnxrt time / plan time): geo-mean "
                      f"{geo_mean(ratios):.2f}x, lowest {min(ratios):.2f}x")
+    shares = [(im2col_over_matmul(cs), name) for name, (_, cs) in zip(names, results)]
+    shares = [(share, name) for share, name in shares if share is not None]
+    if shares:
+        lowest, where = min(shares)
+        lines.append(f"im2col rate / NumPy matmul rate on the same-sized GEMM: geo-mean "
+                     f"{geo_mean([s for s, _ in shares]):.0%}, lowest {lowest:.0%} ({where})")
     return lines
 
 

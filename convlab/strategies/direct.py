@@ -12,19 +12,16 @@ so that consecutive channels sit next to each other, as they do in NXC src.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from convlab import cost_model
 from convlab.kernels import _direct
-from convlab.registry import Estimate, register_algorithm
+from convlab.registry import register_algorithm
 
 KERNEL_RANK = 3
-
-# Sustained GFLOP/s per thread assumed by the simple foundation rule.
-# TODO([selection]): fit from bench runs and cite the run.
-ASSUMED_GFLOPS_PER_THREAD = 10.0
-
 
 def lift(shape, rank):
     """Insert unit spatial axes after the leading axis so rank becomes KERNEL_RANK."""
@@ -94,10 +91,40 @@ def _supports(problem):
     return None
 
 
+def cost_terms(problem, threads) -> dict:
+    """The work of one run, as :mod:`convlab.cost_model` terms (per thread where parallel),
+    and details for ``explain``.
+
+    Multiply-adds are counted over the channel axis as the kernel pads it (whole 64-byte
+    vectors), since padded lanes cost as much as real ones. ``inner_loops`` counts the
+    kernel's innermost runs (one per output pixel, tap and channel vector of a group), whose
+    start-up dominates when IC/G is small.
+    """
+    itemsize = problem.dtype.itemsize
+    lanes = 64 // itemsize
+    if is_depthwise(problem):
+        vectors = _direct.padded_channels(problem.groups, itemsize) // lanes
+        padded_flops = problem.flops * vectors * lanes / problem.groups
+        loops = problem.batch * problem.output_size * problem.kernel_size * vectors
+        flops_term = "depthwise_flops"
+    else:
+        vectors = _direct.padded_channels(problem.out_channels_per_group, itemsize) // lanes
+        padded_flops = problem.flops * vectors * lanes / problem.out_channels_per_group
+        loops = (problem.batch * problem.output_size * problem.kernel_size * problem.groups
+                 * vectors)
+        flops_term = "dense_flops"
+    moved = itemsize * (problem.batch * (problem.in_channels * math.prod(problem.input_shape)
+                                         + problem.out_channels * problem.output_size)
+                        + problem.out_channels * problem.in_channels_per_group
+                        * problem.kernel_size)
+    terms = {"call": 1.0, "dense_flops": 0.0, "depthwise_flops": 0.0,
+             "inner_loops": loops / threads, "bytes": moved / threads}
+    terms[flops_term] = padded_flops / threads
+    return terms, {"threads": threads, "channel_vectors": vectors}
+
+
 def _cost(problem, threads):
-    rate = ASSUMED_GFLOPS_PER_THREAD * 1e9 * threads
-    return Estimate(problem.flops / rate, {"flops": problem.flops, "threads": threads,
-                                           "gflops_per_thread": ASSUMED_GFLOPS_PER_THREAD})
+    return cost_model.estimate("direct", *cost_terms(problem, threads))
 
 
 @register_algorithm("direct", supports=_supports, cost=_cost, prepare_weights=prepare_weights,

@@ -46,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from convlab.registry import Estimate, register_algorithm
+from convlab import cost_model
+from convlab.registry import register_algorithm
 from convlab.threads import available_cores
 
 # --------------------------------------------------------------------------- workspace limit
@@ -429,28 +430,20 @@ def _supports(problem):
     return None
 
 
-# Provisional cost constants. TODO([selection]): fit them from bench runs and cite the run.
-# For now they are read off single-thread sweeps of ResNet-50 layers at batch 1 on the
-# project machine ([im2col] report): OpenBLAS sgemm reached 63-111 GFLOP/s per thread.
-# Sustained single-thread sgemm GFLOP/s on a large, square-ish product (float64: half).
-GEMM_GFLOPS_PER_THREAD = 100.0
 # A GEMM dimension d (output channels per group, reduction depth, rows per call) runs at
 # d / (d + GEMM_HALF_RATE_DIM) of the full rate: skinny products waste the microkernel.
-# With it the rule reproduces the measured rates above within about 20%.
+# Read off single-thread OpenBLAS sgemm sweeps over ResNet-50 layer shapes at batch 1
+# ([im2col] report, session 1: 63-111 GFLOP/s per thread); bench/fit_cost_model.py fits
+# the rate itself and keeps this shape.
 GEMM_HALF_RATE_DIM = 24.0
-# Panel bytes one thread writes per second while unfolding (measured 4.6-6.7 GB/s).
-UNFOLD_BYTES_PER_SECOND_PER_THREAD = 5e9
-# Fixed cost of one BLAS call (argument checks, buffer set-up), and of one call of the
-# strategy (planning, BLAS thread count set and restored: measured about 18 us).
-GEMM_CALL_SECONDS = 1.5e-6
-CALL_SECONDS = 20e-6
 
 
 def _efficiency(d: float) -> float:
     return d / (d + GEMM_HALF_RATE_DIM)
 
 
-def _cost(problem, threads):
+def cost_terms(problem, threads) -> dict:
+    """The work of one run, as :mod:`convlab.cost_model` terms, and the plan behind them."""
     p = plan(problem, threads)
     itemsize = problem.dtype.itemsize
     m_total = problem.batch * problem.output_size
@@ -460,24 +453,27 @@ def _cost(problem, threads):
         ocg = max(1, ocg // p.oc_blocks)
     efficiency = (_efficiency(ocg) * _efficiency(min(width, p.cols_per_block))
                   * _efficiency(min(p.rows, m_total)))
-    rate = GEMM_GFLOPS_PER_THREAD * 1e9 * (4 / itemsize) * efficiency
     parallel = min(p.threads, p.chunks * _ceil_div(problem.groups, p.groups_per_task)
                    if p.mode == MODE_ROWS else p.threads)
-    gemm_seconds = problem.flops / (rate * parallel)
     if p.path == PATH_DIRECT:
         unfold_bytes = 0
     elif p.path == PATH_GATHER:
         unfold_bytes = m_total * problem.in_channels * itemsize
     else:
         unfold_bytes = m_total * width * problem.groups * itemsize
-    unfold_seconds = unfold_bytes / (UNFOLD_BYTES_PER_SECOND_PER_THREAD * p.threads)
     calls = p.chunks * problem.groups * p.reduction_blocks * p.oc_blocks
-    call_seconds = CALL_SECONDS + calls * GEMM_CALL_SECONDS / p.threads
-    return Estimate(gemm_seconds + unfold_seconds + call_seconds, {
-        "path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
-        "gemm_efficiency": round(efficiency, 3), "gemm_ms": round(gemm_seconds * 1e3, 4),
-        "unfold_mb": round(unfold_bytes / 2**20, 2), "unfold_ms": round(unfold_seconds * 1e3, 4),
-        "gemm_calls": calls, "workspace_mb": round(p.work_elements * itemsize / 2**20, 2)})
+    # float64 GEMM does half the multiply-adds per vector instruction
+    terms = {"call": 1.0, "gemm_flops": problem.flops * itemsize / 4 / (efficiency * parallel),
+             "unfold_bytes": unfold_bytes / p.threads, "gemm_calls": calls / p.threads}
+    details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
+               "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,
+               "workspace_mb": round(p.work_elements * itemsize / 2**20, 2)}
+    return terms, details
+
+
+def _cost(problem, threads):
+    terms, details = cost_terms(problem, threads)
+    return cost_model.estimate("im2col", terms, details)
 
 
 @register_algorithm("im2col", supports=_supports, cost=_cost,

@@ -41,9 +41,10 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from convlab import cost_model
 from convlab import winograd_transforms as wt
 from convlab.kernels import _winograd
-from convlab.registry import Estimate, get_algorithm, register_algorithm
+from convlab.registry import get_algorithm, register_algorithm
 from convlab.threads import effective_threads
 
 TILE_SIZES = (2, 4, 6)
@@ -80,11 +81,6 @@ FUSED_MAX_FILTER_BYTES = 1 * 2**20
 # Fewer multiply-adds than this per thread and a parallel region costs more than it
 # saves (starting threads; on a busy machine, waiting for a descheduled one).
 MIN_FLOPS_PER_THREAD = 2_000_000
-
-# Cost model constants. PROVISIONAL: guesses from a few timings on the development
-# machine (2 cores, AVX-512); [selection] fits them.
-ASSUMED_GEMM_GFLOPS_PER_THREAD = 80.0       # the P small GEMMs (micro-kernels)
-ASSUMED_TRANSFORM_GFLOPS_PER_THREAD = 8.0   # tile and weight transforms: memory-bound loops
 
 # Relative error ||y - ref|| / ||ref|| against the float64 reference on N(0, 1) data,
 # float32, 2-D 3x3 with pads 1, the worst over spatial extents 7..56, per IC; "direct"
@@ -533,22 +529,25 @@ def weight_transform_flops(m: int, problem) -> int:
     return per_pair * problem.in_channels_per_group * problem.out_channels
 
 
+def cost_terms(m: int, problem, threads) -> tuple:
+    """The work of one ``convolve`` call, as :mod:`convlab.cost_model` terms (per thread),
+    and details for ``explain``. The weight transform is counted because a one-shot call
+    pays it every time; a plan pays it once."""
+    g_flops, t_flops = gemm_flops(m, problem), transform_flops(m, problem)
+    w_flops = weight_transform_flops(m, problem)
+    terms = {"call": 1.0, "gemm_flops": g_flops / threads, "transform_flops": t_flops / threads,
+             "weight_transform_flops": w_flops / threads,
+             "tiles": total_tiles(m, problem) * problem.groups / threads}
+    measured = MEASURED_RELATIVE_ERROR.get(f"winograd{m}") or {}
+    details = {"tile": m, "threads": threads,
+               "workspace_bytes": workspace_bytes_used(m, problem, threads),
+               "float32_relative_error": max(measured.values()) if measured else None}
+    return terms, details
+
+
 def _make_cost(m: int):
     def cost(problem, threads):
-        g_flops, t_flops = gemm_flops(m, problem), transform_flops(m, problem)
-        w_flops = weight_transform_flops(m, problem)
-        seconds = (g_flops / (ASSUMED_GEMM_GFLOPS_PER_THREAD * 1e9 * threads)
-                   + (t_flops + w_flops) / (ASSUMED_TRANSFORM_GFLOPS_PER_THREAD * 1e9 * threads))
-        measured = MEASURED_RELATIVE_ERROR.get(f"winograd{m}") or {}
-        return Estimate(seconds, {
-            "tile": m, "gemm_flops": g_flops, "transform_flops": t_flops,
-            "weight_transform_flops": w_flops, "threads": threads,
-            "gemm_gflops_per_thread": ASSUMED_GEMM_GFLOPS_PER_THREAD,
-            "transform_gflops_per_thread": ASSUMED_TRANSFORM_GFLOPS_PER_THREAD,
-            "workspace_bytes": workspace_bytes_used(m, problem, threads),
-            "float32_relative_error": max(measured.values()) if measured else None,
-            "constants": "provisional",
-        })
+        return cost_model.estimate(f"winograd{m}", *cost_terms(m, problem, threads))
 
     return cost
 

@@ -1,0 +1,220 @@
+"""Fit the selector's cost constants from timings of every algorithm on real layers.
+
+    python bench/fit_cost_model.py --threads 1,2 --csv bench/results/cost_timings.csv --write
+    python bench/fit_cost_model.py --from-csv bench/results/cost_timings.csv   # refit only
+
+Each algorithm's ``cost`` hook counts the work of a run as named terms (see
+``convlab/cost_model.py``); the estimate is the sum of terms times per-term constants.
+This script times ``convlab.convolve(..., algorithm=name)`` (one-shot calls, as "auto"
+serves them) on the benchdnn suites at each thread count, then finds non-negative
+constants that minimise the squared *relative* error of the estimates (scipy's NNLS on
+rows scaled by 1/measured time), one algorithm at a time.
+
+It prints, per suite and thread count, how often the fitted model picks the measured
+fastest algorithm and its regret (time of the pick / fastest time), next to the
+constants in force before the fit. With ``--write`` the constants, and the command,
+machine and date of this run, go to ``convlab/cost_constants.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import pathlib
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from scipy.optimize import nnls
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import convlab  # noqa: E402
+from convlab import cost_model, registry, select, shapes  # noqa: E402
+from convlab.benchmark import cpu_model, geo_mean, progress  # noqa: E402
+from convlab.threads import available_cores  # noqa: E402
+
+DEFAULT_SUITES = "resnet_50,mobilenet_dw,vgg_19,googlenet_v2,3d_unet,1d,dilated"
+CONSTANTS_PATH = HERE.parent / "convlab" / "cost_constants.json"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suites", default=DEFAULT_SUITES)
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--mb", default="1", help="comma-separated minibatches")
+    parser.add_argument("--repeats", type=int, default=7, help="most timed runs per algorithm")
+    parser.add_argument("--budget", type=float, default=1.5,
+                        help="seconds of timed runs per algorithm and layer; fewer repeats "
+                             "(at least 3) on slow layers")
+    parser.add_argument("--csv", help="write the timings here")
+    parser.add_argument("--from-csv", help="refit from stored timings instead of timing")
+    parser.add_argument("--write", action="store_true",
+                        help=f"store the fitted constants in {CONSTANTS_PATH.name}")
+    return parser.parse_args(argv)
+
+
+def contenders():
+    """The algorithms "auto" chooses among."""
+    return [a for a in registry.registered() if a.auto]
+
+
+def time_layer(layer, mb, threads, repeats, budget):
+    """Median seconds of each supporting algorithm, runs interleaved in rotating order."""
+    src, weights, _ = layer.arrays(mb, seed=0)
+    kwargs = layer.convolve_kwargs()
+    problem = convlab.params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
+                                          **kwargs)
+    names = [a.name for a in contenders() if a.supports(problem) is None]
+
+    def call(name):
+        convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
+
+    first = {}
+    for name in names:
+        start = time.perf_counter()
+        call(name)  # warm-up: allocations, weight transforms, page faults
+        first[name] = time.perf_counter() - start
+    runs = max(3, min(repeats, int(budget / max(first.values()))))
+    times = {name: [] for name in names}
+    for repeat in range(runs):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            call(name)
+            times[name].append(time.perf_counter() - start)
+    return problem, {name: statistics.median(values) for name, values in times.items()}, runs
+
+
+def collect(args):
+    rows = []
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    for suite in args.suites.split(","):
+        for mb in (int(m) for m in args.mb.split(",")):
+            layers = shapes.load_suite(suite, mb=mb)
+            for layer in progress(layers, f"{suite} mb{mb}"):
+                for threads in thread_counts:
+                    _, medians, runs = time_layer(layer, mb, threads, args.repeats, args.budget)
+                    for name, seconds in medians.items():
+                        rows.append(dict(suite=suite, layer=layer.name, mb=mb, threads=threads,
+                                         algorithm=name, seconds=seconds, runs=runs))
+    return rows
+
+
+def problem_of(row):
+    layer = next(l for l in shapes.load_suite(row["suite"], mb=int(row["mb"]))
+                 if l.name == row["layer"])
+    return layer.problem(mb=int(row["mb"]))
+
+
+def terms_of(name, problem, threads):
+    return registry.get_algorithm(name).cost(problem, threads).inputs["terms"]
+
+
+def fit(rows):
+    """Per algorithm: non-negative constants minimising sum((estimate / measured - 1)^2)."""
+    constants = {}
+    for name in sorted({r["algorithm"] for r in rows}):
+        mine = [r for r in rows if r["algorithm"] == name]
+        term_names = list(terms_of(name, mine[0]["problem"], mine[0]["threads"]))
+        a = np.array([[terms_of(name, r["problem"], r["threads"])[t] / r["seconds"]
+                       for t in term_names] for r in mine])
+        # Columns scaled to unit norm so NNLS sees a well-conditioned problem.
+        scale = np.linalg.norm(a, axis=0)
+        scale[scale == 0] = 1.0
+        x, _ = nnls(a / scale, np.ones(len(mine)))
+        constants[name] = {t: float(f"{v:.4g}") for t, v in zip(term_names, x / scale)}
+        estimate = a @ (x / scale)
+        print(f"  {name:10s} {len(mine):4d} timings, estimate/measured: median "
+              f"{np.median(estimate):.2f}, 10-90% {np.percentile(estimate, 10):.2f}-"
+              f"{np.percentile(estimate, 90):.2f}")
+    return constants
+
+
+def predicted_seconds(constants, name, problem, threads):
+    terms = terms_of(name, problem, threads)
+    return sum(constants[name][t] * v for t, v in terms.items())
+
+
+def evaluate(rows, constants, label):
+    """How the model's picks fare against the measured fastest, per suite and thread count."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["suite"], r["threads"], r["mb"], r["layer"]), []).append(r)
+    summary = {}
+    for (suite, threads, mb, _), members in groups.items():
+        fastest = min(m["seconds"] for m in members)
+        pick = min(members, key=lambda m: predicted_seconds(constants, m["algorithm"],
+                                                            m["problem"], threads))
+        summary.setdefault((suite, threads, mb), []).append(pick["seconds"] / fastest)
+    print(f"\n{label}: regret of the model's pick (time of pick / fastest measured)")
+    print(f"  {'suite':14s} {'thr':>3s} {'mb':>3s} {'layers':>6s} {'geo-mean':>8s} "
+          f"{'worst':>6s} {'within 5%':>9s}")
+    everything = []
+    for (suite, threads, mb), regrets in summary.items():
+        everything += regrets
+        print(f"  {suite:14s} {threads:3d} {mb:3d} {len(regrets):6d} {geo_mean(regrets):8.3f} "
+              f"{max(regrets):6.2f} {sum(r <= 1.05 for r in regrets):5d}/{len(regrets)}")
+    print(f"  {'all':14s} {'':3s} {'':3s} {len(everything):6d} {geo_mean(everything):8.3f} "
+          f"{max(everything):6.2f} {sum(r <= 1.05 for r in everything):5d}/{len(everything)}")
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
+                              capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    command = "python bench/fit_cost_model.py " + " ".join(map(shlex.quote, sys.argv[1:]))
+    print(f"command: {command}")
+    print(f"machine: {cpu_model()}, {available_cores()} cores available; "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    if args.from_csv:
+        with open(args.from_csv, newline="") as handle:
+            rows = [dict(r, mb=int(r["mb"]), threads=int(r["threads"]),
+                         seconds=float(r["seconds"])) for r in csv.DictReader(handle)]
+        data = args.from_csv
+    else:
+        rows = collect(args)
+        data = args.csv or "(not stored)"
+        if args.csv:
+            pathlib.Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+            with open(args.csv, "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+    for r in rows:
+        r["problem"] = problem_of(r)
+
+    before = {name: cost_model.constants_for(name) for name in {r["algorithm"] for r in rows}}
+    print("\nfit (per algorithm):")
+    constants = fit(rows)
+    evaluate(rows, before, f"constants in force before ({cost_model.source()})")
+    evaluate(rows, constants, "fitted constants (in-sample)")
+    print("\n" + json.dumps(constants, indent=1))
+    if args.write:
+        stored = cost_model.fitted()
+        stored["constants"].update(constants)
+        stored["source"] = {
+            "command": command, "data": data, "commit": git_commit(),
+            "date": datetime.date.today().isoformat(),
+            "machine": f"{cpu_model()}, {available_cores()} cores",
+            "method": "NNLS on relative error, per algorithm",
+        }
+        CONSTANTS_PATH.write_text(json.dumps(stored, indent=1) + "\n")
+        print(f"\nwrote {CONSTANTS_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

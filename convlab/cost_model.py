@@ -1,0 +1,56 @@
+"""Fitted cost models: an estimate is a sum of work terms, each times a fitted constant.
+
+Each strategy's ``cost`` hook counts the work a run does on a problem as named *terms*
+(multiply-adds per thread, bytes unfolded per thread, BLAS calls, one term of 1 for the
+call itself, ...). The seconds each unit of a term costs on this kind of machine are the
+*constants*, kept apart from the counting (as SciPy's ``choose_conv_method`` keeps its
+op-count model apart from its fitted constants). They are fitted by
+``bench/fit_cost_model.py``, which times every algorithm on the benchdnn suites and
+solves a non-negative least-squares problem on relative error, and they are stored with
+the command, machine and date of that run in ``cost_constants.json`` next to this file.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Dict, Mapping
+
+from convlab.registry import Estimate
+
+CONSTANTS_FILE = "cost_constants.json"
+
+
+@functools.lru_cache(maxsize=1)
+def fitted() -> Dict:
+    """The stored fit: ``{"source": {...}, "constants": {algorithm: {term: seconds}}}``."""
+    text = resources.files("convlab").joinpath(CONSTANTS_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def constants_for(algorithm: str) -> Dict[str, float]:
+    return fitted()["constants"][algorithm]
+
+
+def source() -> str:
+    """The run the constants came from, in one line (for ``explain`` and the docs)."""
+    info = fitted()["source"]
+    return f"{info['command']} on {info['date']} ({info['machine']})"
+
+
+def estimate(algorithm: str, terms: Mapping[str, float], details: Mapping = ()) -> Estimate:
+    """Seconds = sum of terms times the algorithm's fitted constants.
+
+    ``details`` are shown by ``explain`` beside the terms. A term the fit has no
+    constant for raises KeyError: counting and fitting must agree on the names.
+    """
+    constants = constants_for(algorithm)
+    seconds = sum(constants[name] * value for name, value in terms.items())
+    inputs = dict(details)
+    inputs["terms"] = {name: _round(value) for name, value in terms.items()}
+    inputs["seconds_per_unit"] = {name: constants[name] for name in terms}
+    return Estimate(seconds, inputs)
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")

@@ -1,0 +1,57 @@
+"""The selector's cost model: terms counted by each strategy times the fitted constants."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import convlab
+from convlab import cost_model, registry
+
+PROBLEMS = [
+    ((1, 8, 8, 16), (3, 3, 16, 16), {"pads_begin": 1, "pads_end": 1}),
+    ((2, 56, 56, 64), (1, 1, 64, 256), {}),
+    ((1, 112, 112, 32), (3, 3, 1, 32), {"groups": 32, "pads_begin": 1, "pads_end": 1}),
+    ((1, 30, 16), (3, 16, 8), {"strides": 2}),
+    ((1, 6, 7, 8, 4), (3, 3, 3, 4, 4), {"dilations": (1, 2, 1)}),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 7])
+@pytest.mark.parametrize("src_shape, weights_shape, attributes", PROBLEMS)
+@pytest.mark.parametrize("name", [a.name for a in registry.registered() if a.auto])
+def test_estimate_is_the_sum_of_terms_times_fitted_constants(name, src_shape, weights_shape,
+                                                             attributes, threads):
+    problem = convlab.make_problem(src_shape, np.float32, weights_shape, np.float32,
+                                   **attributes)
+    algorithm = registry.get_algorithm(name)
+    if algorithm.supports(problem) is not None:
+        pytest.skip(algorithm.supports(problem))
+    estimate = algorithm.cost(problem, threads)
+    terms, per_unit = estimate.inputs["terms"], estimate.inputs["seconds_per_unit"]
+    assert set(terms) == set(cost_model.constants_for(name)), "counting and fit disagree"
+    assert all(value >= 0 and math.isfinite(value) for value in terms.values())
+    want = sum(per_unit[t] * v for t, v in terms.items())
+    assert estimate.seconds == pytest.approx(want, rel=1e-3)
+    assert 0 < estimate.seconds < math.inf
+
+
+def test_more_work_is_never_estimated_cheaper():
+    """Monotone in batch: the terms count work, and the constants are non-negative."""
+    for name in (a.name for a in registry.registered() if a.auto):
+        small = convlab.make_problem((1, 28, 28, 32), np.float32, (3, 3, 32, 32), np.float32,
+                                     pads_begin=1, pads_end=1)
+        large = convlab.make_problem((8, 28, 28, 32), np.float32, (3, 3, 32, 32), np.float32,
+                                     pads_begin=1, pads_end=1)
+        cost = registry.get_algorithm(name).cost
+        assert cost(large, 2).seconds >= cost(small, 2).seconds, name
+
+
+def test_constants_are_non_negative_and_cite_their_run():
+    stored = cost_model.fitted()
+    for key in ("command", "date", "machine"):
+        assert stored["source"][key], key
+    for name, constants in stored["constants"].items():
+        assert all(v >= 0 for v in constants.values()), name
+    assert "fit_cost_model" in cost_model.source() or "provisional" in cost_model.source()
