@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from convlab import registry, tune
+from convlab import cost_model, registry, tune
 from convlab.params import ConvProblem
 from convlab.registry import Algorithm, Estimate, get_algorithm, registered
 
@@ -165,19 +165,36 @@ class Explanation:
             shown = "unknown" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"
             if c.name in tuned_seconds:
                 shown += f", tuned {tuned_seconds[c.name] * 1e3:.3f} ms"
-            inputs = ", ".join(f"{k}={_short(v)}" for k, v in c.estimate.inputs.items())
+            details = {k: v for k, v in c.estimate.inputs.items()
+                       if k not in ("terms", "seconds_per_unit")}
+            inputs = ", ".join(f"{k}={_short(v)}" for k, v in details.items())
             note = ""
             if not c.auto:
                 note = " (not an auto contender)"
             elif c.excluded:
                 note = f" (excluded: {c.excluded})"
             lines.append(f"  {c.name:<12} estimated {shown}{note}  [{inputs}]")
+            breakdown = _breakdown(c.estimate.inputs)
+            if breakdown:
+                lines.append(f"  {'':<12} = {breakdown}")
+        if any(c.estimate is not None and "terms" in c.estimate.inputs for c in self.candidates):
+            lines.append(f"constants fitted by: {cost_model.source()}")
         lines.append(f"choice: {self.choice} (lowest estimated time among auto contenders)")
         if self.tuned is not None:
             lines.append(f"tuned choice: {self.tuned['choice']} (fastest when timed)")
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _breakdown(inputs) -> str:
+    """``term count x seconds-per-unit`` for each term that costs anything, in microseconds."""
+    terms, per_unit = inputs.get("terms"), inputs.get("seconds_per_unit")
+    if not terms or not per_unit:
+        return ""
+    parts = [f"{name} {value:.4g} x {per_unit[name]:.3g} s ({value * per_unit[name] * 1e6:.1f} us)"
+             for name, value in terms.items() if value and per_unit[name]]
+    return " + ".join(parts)
 
 
 def _short(value) -> str:
