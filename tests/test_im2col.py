@@ -280,16 +280,13 @@ def test_unfold_matches_the_panel_definition(rng):
         np.testing.assert_array_equal(block, want[3:11, 2:13])
 
 
-def test_auto_prefers_im2col_for_dense_layers_and_direct_for_depthwise():
-    """The cost hooks' ordering, im2col against direct (other algorithms aside)."""
+def test_cost_model_orders_im2col_and_direct_where_every_bench_run_agrees():
+    """The fitted model must keep the orderings no bench run has ever contradicted: a large
+    1x1 layer is one plain GEMM for im2col (res2a_branch1: im2col 112 against direct 22
+    GFLOP/s, session 1), and a depthwise layer is G GEMMs of one column each."""
     im2col_cost, direct_cost = get_algorithm("im2col").cost, get_algorithm("direct").cost
-    dense = [((1, 28, 28, 128), (3, 3, 128, 128), {"pads_begin": 1, "pads_end": 1}),
-             ((1, 56, 56, 64), (1, 1, 64, 256), {}),
-             ((1, 7, 7, 512), (3, 3, 512, 512), {"pads_begin": 1, "pads_end": 1})]
-    for src_shape, weights_shape, attributes in dense:
-        problem = convlab.make_problem(src_shape, np.float32, weights_shape, np.float32,
-                                       **attributes)
-        assert im2col_cost(problem, 2).seconds < direct_cost(problem, 2).seconds, problem
+    pointwise = convlab.make_problem((1, 56, 56, 64), np.float32, (1, 1, 64, 256), np.float32)
+    assert im2col_cost(pointwise, 2).seconds < direct_cost(pointwise, 2).seconds
     depthwise = convlab.make_problem((1, 112, 112, 32), np.float32, (3, 3, 1, 32), np.float32,
                                      groups=32, pads_begin=1, pads_end=1)
     assert im2col_cost(depthwise, 2).seconds > direct_cost(depthwise, 2).seconds
