@@ -499,6 +499,17 @@ def extra_columns(contenders) -> str:
     return text
 
 
+def _best_family_ratio(contenders, prefix) -> Optional[float]:
+    """torch's time over the fastest contender whose name starts with ``prefix``."""
+    by = {c.label: c for c in contenders}
+    family = [c.median for c in contenders
+              if c.label.startswith(prefix) and c.median is not None]
+    torch_run = by.get("torch")
+    if not family or torch_run is None or torch_run.median is None:
+        return None
+    return torch_run.median / min(family)
+
+
 def im2col_over_matmul(contenders) -> Optional[float]:
     """im2col's rate as a share of NumPy matmul's on the same-sized product."""
     by = {c.label: c for c in contenders}
@@ -524,6 +535,13 @@ def selection_summary(results, names) -> List[str]:
     if ratios:
         lines.append(f"plan vs ONNX Runtime session (onnxrt time / plan time): geo-mean "
                      f"{geo_mean(ratios):.2f}x, lowest {min(ratios):.2f}x")
+    best = [(_best_family_ratio(cs, "winograd"), name) for name, (_, cs) in zip(names, results)]
+    best = [(ratio, name) for ratio, name in best if ratio is not None]
+    if best:
+        lowest, where = min(best)
+        lines.append(f"best Winograd tile against torch (torch time / best winograd* time): "
+                     f"geo-mean {geo_mean([r for r, _ in best]):.2f}x, lowest {lowest:.2f}x "
+                     f"({where}), over {len(best)} layers")
     shares = [(im2col_over_matmul(cs), name) for name, (_, cs) in zip(names, results)]
     shares = [(share, name) for share, name in shares if share is not None]
     if shares:
