@@ -155,31 +155,7 @@ typedef struct {
 #define CL_DW3_PMAX_TABLE {0, 8}
 #define CL_DW3_SHAPES(X) CL_UPTO8(X, 1)
 
-#define CL_REAL float
-#define CL_TYPE f32
-#define CL_HAVE_DW3 1
-#include "direct_microkernel_impl.h"
-#undef CL_REAL
-#undef CL_TYPE
-#undef CL_HAVE_DW3
-#define CL_REAL double
-#define CL_TYPE f64
-#define CL_HAVE_DW3 0
-#include "direct_microkernel_impl.h"
-#undef CL_REAL
-#undef CL_TYPE
-#undef CL_HAVE_DW3
-
-#undef CL_TGT
-#undef CL_LEVEL
-#undef CL_VBYTES
-#undef CL_DENSE_JMAX
-#undef CL_DENSE_PMAX_TABLE
-#undef CL_DENSE_SHAPES
-#undef CL_DW_PMAX_TABLE
-#undef CL_DW_SHAPES
-#undef CL_DW3_PMAX_TABLE
-#undef CL_DW3_SHAPES
+#include "direct_microkernel_level.h"
 
 #if CL_X86_DISPATCH
 /* ------------------------------------------------------------------ AVX2 + FMA
@@ -195,31 +171,7 @@ typedef struct {
 #define CL_DW3_PMAX_TABLE {0, 10}
 #define CL_DW3_SHAPES(X) CL_UPTO10(X, 1)
 
-#define CL_REAL float
-#define CL_TYPE f32
-#define CL_HAVE_DW3 1
-#include "direct_microkernel_impl.h"
-#undef CL_REAL
-#undef CL_TYPE
-#undef CL_HAVE_DW3
-#define CL_REAL double
-#define CL_TYPE f64
-#define CL_HAVE_DW3 0
-#include "direct_microkernel_impl.h"
-#undef CL_REAL
-#undef CL_TYPE
-#undef CL_HAVE_DW3
-
-#undef CL_TGT
-#undef CL_LEVEL
-#undef CL_VBYTES
-#undef CL_DENSE_JMAX
-#undef CL_DENSE_PMAX_TABLE
-#undef CL_DENSE_SHAPES
-#undef CL_DW_PMAX_TABLE
-#undef CL_DW_SHAPES
-#undef CL_DW3_PMAX_TABLE
-#undef CL_DW3_SHAPES
+#include "direct_microkernel_level.h"
 
 /* ------------------------------------------------------------------ AVX-512F
  * 32 zmm registers: 24 accumulators, up to 4 weight vectors, broadcasts from memory. */
@@ -234,31 +186,7 @@ typedef struct {
 #define CL_DW3_PMAX_TABLE {0, 10, 10}
 #define CL_DW3_SHAPES(X) CL_UPTO10(X, 1) CL_UPTO10(X, 2)
 
-#define CL_REAL float
-#define CL_TYPE f32
-#define CL_HAVE_DW3 1
-#include "direct_microkernel_impl.h"
-#undef CL_REAL
-#undef CL_TYPE
-#undef CL_HAVE_DW3
-#define CL_REAL double
-#define CL_TYPE f64
-#define CL_HAVE_DW3 0
-#include "direct_microkernel_impl.h"
-#undef CL_REAL
-#undef CL_TYPE
-#undef CL_HAVE_DW3
-
-#undef CL_TGT
-#undef CL_LEVEL
-#undef CL_VBYTES
-#undef CL_DENSE_JMAX
-#undef CL_DENSE_PMAX_TABLE
-#undef CL_DENSE_SHAPES
-#undef CL_DW_PMAX_TABLE
-#undef CL_DW_SHAPES
-#undef CL_DW3_PMAX_TABLE
-#undef CL_DW3_SHAPES
+#include "direct_microkernel_level.h"
 #endif /* CL_X86_DISPATCH */
 
 /* ------------------------------------------------------------------ dispatch */
