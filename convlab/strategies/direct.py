@@ -102,6 +102,15 @@ def cost_terms(problem, threads) -> dict:
     """
     itemsize = problem.dtype.itemsize
     lanes = 64 // itemsize
+    r = problem.rank
+    cut = _direct.plan_summary(
+        problem.batch, lift_spatial(problem.input_shape, r, 1), problem.in_channels,
+        lift_spatial(problem.kernel_shape, r, 1), problem.out_channels,
+        lift_spatial(problem.output_shape, r, 1), problem.groups,
+        lift_spatial(problem.strides, r, 1), lift_spatial(problem.dilations, r, 1),
+        lift_spatial(problem.pads_begin, r, 0), is_depthwise(problem), itemsize, threads)
+    # the kernel starts no more threads than it has work items
+    threads = max(1, min(threads, cut["items"]))
     if is_depthwise(problem):
         vectors = _direct.padded_channels(problem.groups, itemsize) // lanes
         padded_flops = problem.flops * vectors * lanes / problem.groups
@@ -120,7 +129,8 @@ def cost_terms(problem, threads) -> dict:
     terms = {"call": 1.0, "dense_flops": 0.0, "depthwise_flops": 0.0,
              "inner_loops": loops / threads, "bytes": moved / threads}
     terms[flops_term] = padded_flops / threads
-    return terms, {"threads": threads, "channel_vectors": vectors}
+    return terms, {"threads": threads, "isa": cut["isa"], "work_items": cut["items"],
+                   "channel_vectors": vectors}
 
 
 def _cost(problem, threads):

@@ -535,6 +535,7 @@ def cost_terms(m: int, problem, threads) -> tuple:
     pays it every time; a plan pays it once."""
     g_flops, t_flops = gemm_flops(m, problem), transform_flops(m, problem)
     w_flops = weight_transform_flops(m, problem)
+    threads = blocking(m, problem, threads).threads  # small problems start fewer
     terms = {"call": 1.0, "gemm_flops": g_flops / threads, "transform_flops": t_flops / threads,
              "weight_transform_flops": w_flops / threads,
              "tiles": total_tiles(m, problem) * problem.groups / threads}
