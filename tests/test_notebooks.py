@@ -34,7 +34,9 @@ RUN_TIMES: dict = {}
 def test_there_are_notebooks():
     names = [p.name for p in NOTEBOOKS]
     for expected in ("01_convolution_by_hand.ipynb", "02_padding.ipynb",
-                     "03_stride_and_dilation.ipynb", "04_channels_groups_depthwise.ipynb"):
+                     "03_stride_and_dilation.ipynb", "04_channels_groups_depthwise.ipynb",
+                     "05_im2col_gemm.ipynb", "06_winograd.ipynb",
+                     "07_choosing_an_algorithm.ipynb"):
         assert expected in names
 
 

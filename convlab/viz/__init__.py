@@ -26,20 +26,51 @@ Topics (one module each):
 * :mod:`convlab.viz.channels`: which input channels feed which output channels
   (groups, depthwise);
 * :mod:`convlab.viz.layout`: where each element of src and weights sits in memory for
-  NCX/NXC and OIX/XIO.
-
-Later topics (im2col matrices, Winograd stages, maps of the automatic choice) add
-their own modules beside these.
+  NCX/NXC and OIX/XIO;
+* :mod:`convlab.viz.im2col`: the column matrix, built by the im2col strategy's own
+  unfolding code, and the memory and chunking of its panels;
+* :mod:`convlab.viz.winograd`: F(m x m, 3 x 3) stage by stage on one tile, with the
+  library's transforms and prepared weights, and its accuracy per tile size;
+* :mod:`convlab.viz.selection`: crossover maps of the automatic choice, from the
+  selector's estimates and from timed runs.
 """
 from convlab.viz.channels import channel_connectivity, plot_channel_groups
+from convlab.viz.im2col import (
+    ColumnMatrix,
+    PanelCost,
+    column_matrix,
+    panel_cost,
+    plot_column_matrix,
+    plot_panel_chunks,
+)
 from convlab.viz.layout import memory_order, plot_memory_layout, src_offsets, weights_offsets
 from convlab.viz.receptive import Layer, ReceptiveField, plot_receptive_field, receptive_field
 from convlab.viz.render import save_gif, to_html
+from convlab.viz.selection import (
+    CrossoverMap,
+    crossover_map,
+    measured_map,
+    plot_crossover_lines,
+    plot_crossover_map,
+)
+from convlab.viz.selection import agreement as selector_agreement
 from convlab.viz.windows import Windows, animate_windows, plot_window, windows
+from convlab.viz.winograd import (
+    WinogradStages,
+    multiplication_counts,
+    plot_winograd_stages,
+    winograd_stages,
+)
+from convlab.viz.winograd import plot_relative_errors as plot_winograd_relative_errors
+from convlab.viz.winograd import relative_errors as winograd_relative_errors
 
 __all__ = [
-    "Layer", "ReceptiveField", "Windows", "animate_windows", "channel_connectivity",
-    "memory_order", "plot_channel_groups", "plot_memory_layout", "plot_receptive_field",
-    "plot_window", "receptive_field", "save_gif", "src_offsets", "to_html", "weights_offsets",
-    "windows",
+    "ColumnMatrix", "CrossoverMap", "Layer", "PanelCost", "ReceptiveField", "Windows",
+    "WinogradStages", "animate_windows", "channel_connectivity", "column_matrix",
+    "crossover_map", "measured_map", "memory_order", "multiplication_counts", "panel_cost",
+    "plot_channel_groups", "plot_column_matrix", "plot_crossover_lines", "plot_crossover_map",
+    "plot_memory_layout", "plot_panel_chunks", "plot_receptive_field", "plot_window",
+    "plot_winograd_relative_errors", "plot_winograd_stages", "receptive_field", "save_gif",
+    "selector_agreement", "src_offsets", "to_html", "weights_offsets", "windows",
+    "winograd_relative_errors", "winograd_stages",
 ]
