@@ -247,6 +247,8 @@ def plot_crossover_map(estimated: CrossoverMap, measured: CrossoverMap | None = 
     fig.suptitle(f"{what}: {estimated.kernel}x{estimated.kernel} 'same' layers, N="
                  f"{estimated.batch}, {estimated.dtype}, precision={estimated.precision!r}",
                  fontsize=9)
+    # Without the extra room the panel titles touch the figure title (seen in the render).
+    fig.get_layout_engine().set(h_pad=0.12)
     return fig
 
 
