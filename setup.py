@@ -53,7 +53,7 @@ if use_openmp:
     compile_args.append("-fopenmp")
     link_args.append("-fopenmp")
 
-kernel_names = ["_direct", "_runtime", "_winograd", "_im2col"]
+kernel_names = ["_direct", "_runtime", "_winograd", "_im2col", "_int8"]
 extensions = [
     Extension(
         f"convlab.kernels.{name}",

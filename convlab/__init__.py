@@ -14,6 +14,8 @@ from convlab.registry import (Algorithm, Estimate, algorithms, register_algorith
                               unregister_algorithm)
 from convlab.api import convolve, explain, select_algorithm
 from convlab.plan import Convolution
+from convlab.transpose import conv_transpose
+from convlab.backward import convolve_backward_data, convolve_backward_weights
 from convlab.tune import clear_tune_cache, set_tune_cache
 from convlab.params import ConvProblem, make_problem
 from convlab.threads import effective_threads
@@ -23,7 +25,7 @@ from convlab import reference
 __version__ = "0.1.0"
 
 __all__ = [
-    "Algorithm", "Convolution", "ConvProblem", "Estimate", "algorithms", "clear_tune_cache", "convolve", "effective_threads",
+    "Algorithm", "Convolution", "ConvProblem", "Estimate", "algorithms", "clear_tune_cache", "conv_transpose", "convolve", "convolve_backward_data", "convolve_backward_weights", "effective_threads",
     "explain", "make_problem", "reference", "register_algorithm", "select_algorithm", "set_tune_cache",
     "unregister_algorithm",
 ]

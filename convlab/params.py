@@ -58,6 +58,28 @@ class ConvProblem:
     has_bias: bool
     data_format: str = "NXC"
     weights_format: str = "XIO"
+    # What the caller stores, when it differs from the compute dtype ``dtype``: float16 or
+    # bfloat16 results computed in float32, or the dst dtype of an 8-bit problem (whose
+    # ``dtype`` is the int32 accumulator). None: the result has dtype ``dtype``.
+    result_dtype: Optional[np.dtype] = None
+    # Set when the src is materialised at the boundary (SPEC §2 data dilation, or a
+    # padding_mode other than "zeros"): the caller's spatial extents, the data dilations
+    # and the pads written into the materialised src. ``input_shape`` and the pads above
+    # then describe the materialised src that every algorithm sees.
+    source_shape: Optional[Tuple[int, ...]] = None
+    data_dilations: Optional[Tuple[int, ...]] = None
+    padding_mode: str = "zeros"
+    materialized_pads: Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]] = None
+
+    @property
+    def output_dtype(self) -> np.dtype:
+        """The dtype of the returned dst (``dtype`` unless ``result_dtype`` says otherwise)."""
+        return self.dtype if self.result_dtype is None else self.result_dtype
+
+    @property
+    def is_quantized(self) -> bool:
+        """8-bit integer src and weights, accumulated in int32 (SPEC §3)."""
+        return self.dtype.kind == "i"
 
     @property
     def rank(self) -> int:
@@ -93,7 +115,8 @@ class ConvProblem:
     @property
     def src_shape(self) -> Tuple[int, ...]:
         """src shape in the user's data_format."""
-        return _data_shape(self.batch, self.in_channels, self.input_shape, self.data_format)
+        spatial = self.input_shape if self.source_shape is None else self.source_shape
+        return _data_shape(self.batch, self.in_channels, spatial, self.data_format)
 
     @property
     def dst_shape(self) -> Tuple[int, ...]:
@@ -113,7 +136,22 @@ class ConvProblem:
                 f"i{sp(map(str, self.input_shape))} k{sp(map(str, self.kernel_shape))} "
                 f"o{sp(map(str, self.output_shape))} s{sp(map(str, self.strides))} "
                 f"d{sp(map(str, self.dilations))} pb{sp(map(str, self.pads_begin))} "
-                f"pe{sp(map(str, self.pads_end))} {self.dtype.name}")
+                f"pe{sp(map(str, self.pads_end))} {self.dtype.name}{self._describe_extras()}")
+
+    def _describe_extras(self) -> str:
+        # only what differs from a plain problem, so plain descriptions stay as they were
+        sp = "x".join
+        extras = []
+        if self.result_dtype is not None:
+            extras.append(f"->{self.result_dtype.name}")
+        if self.source_shape is not None:
+            extras.append(f" src{sp(map(str, self.source_shape))}")
+        if self.data_dilations is not None:
+            extras.append(f" ld{sp(map(str, self.data_dilations))}")
+        if self.padding_mode != "zeros":
+            begin, end = self.materialized_pads
+            extras.append(f" {self.padding_mode}{sp(map(str, begin))}_{sp(map(str, end))}")
+        return "".join(extras)
 
 
 def _prod(values) -> int:
@@ -215,33 +253,114 @@ def output_extent(i, k, s, d, pb, pe) -> int:
 # --------------------------------------------------------------------------- dtypes
 
 _FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# Stored in these, computed in float32 (SPEC §3); bfloat16 is ml_dtypes' (NumPy kind "V").
+HALF_TYPES = ("float16", "bfloat16")
+# What an 8-bit problem may return (SPEC §3: int32 unless a dst dtype is asked for).
+QUANTIZED_DST_TYPES = ("int8", "uint8", "int32", "float32")
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def is_half(dtype: np.dtype) -> bool:
+    return dtype.name in HALF_TYPES
+
+
+def is_8bit_integer(dtype: np.dtype) -> bool:
+    return dtype.kind in "iu" and dtype.itemsize == 1
 
 
 def _check_dtype(name: str, dtype: np.dtype) -> None:
-    if dtype.name in ("bfloat16", "float16"):
-        raise TypeError(f"{name} has dtype {dtype.name}: half-precision convolution is not "
-                        f"available yet; pass float32 or float64")
-    if dtype.kind in "iu" and dtype.itemsize == 1:
-        raise TypeError(f"{name} has dtype {dtype}: 8-bit integer (quantized) convolution is "
-                        f"not available yet; pass float32 or float64")
+    if is_half(dtype) or is_8bit_integer(dtype):
+        return
     if dtype.kind == "f" and dtype not in _FLOAT_TYPES:
-        raise TypeError(f"{name} has dtype {dtype}; expected float32 or float64")
+        raise TypeError(f"{name} has dtype {dtype}; expected float16, bfloat16, float32 or "
+                        f"float64")
     if dtype.kind not in "fiub":
         raise TypeError(f"{name} has dtype {dtype}; expected a real numeric dtype "
-                        f"(float32 or float64)")
+                        f"(float32 or float64, float16/bfloat16, or 8-bit integers)")
 
 
 def compute_dtype(*named_dtypes) -> np.dtype:
-    """SPEC §3: floats combine by numpy.result_type; other integers and bools become float64."""
-    floats = []
+    """SPEC §3: floats combine by numpy.result_type; other integers and bools become float64;
+    float16 and bfloat16 compute in float32. (8-bit problems go through
+    :func:`problem_dtypes`.)"""
+    return _float_dtypes(named_dtypes)[0]
+
+
+def _float_dtypes(named_dtypes):
+    """(compute dtype, result dtype or None) of a floating problem."""
+    floats, stored = [], set()
     for name, dtype in named_dtypes:
         if dtype is None:
             continue
         # byte order is storage, not type: '>f4' data is float32, converted at the boundary
-        dtype = dtype.newbyteorder("=")
+        dtype = dtype.newbyteorder("=") if dtype.kind != "V" else dtype
         _check_dtype(name, dtype)
-        floats.append(dtype if dtype.kind == "f" else np.dtype(np.float64))
-    return np.result_type(*floats)
+        stored.add(dtype.name)
+        if is_half(dtype):
+            floats.append(np.dtype(np.float32))
+        else:
+            floats.append(dtype if dtype.kind == "f" else np.dtype(np.float64))
+    compute = np.result_type(*floats)
+    # a half result only when every input is that half type: anything wider wins, as
+    # numpy.result_type would decide
+    if len(stored) == 1 and next(iter(stored)) in HALF_TYPES:
+        return compute, _half_dtype(next(iter(stored)))
+    return compute, None
+
+
+def _half_dtype(name: str) -> np.dtype:
+    if name == "float16":
+        return np.dtype(np.float16)
+    import ml_dtypes  # optional: only someone holding a bfloat16 array gets here
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def problem_dtypes(src, weights, bias, dst_dtype):
+    """(compute dtype, result dtype or None) for the named (name, dtype) inputs.
+
+    8-bit integer src and weights make a quantized problem: int32 accumulation, result
+    ``dst_dtype`` (default int32). Mixing 8-bit integers with other types is refused.
+    """
+    src_name, src_dtype = src
+    weights_name, weights_dtype = weights
+    eight = [is_8bit_integer(d) for d in (src_dtype, weights_dtype)]
+    if any(eight):
+        if not all(eight):
+            other, dtype = (weights if eight[0] else src)
+            raise TypeError(f"{other} has dtype {dtype} but "
+                            f"{src_name if eight[0] else weights_name} is 8-bit "
+                            f"({src_dtype if eight[0] else weights_dtype}); quantized "
+                            f"convolution expects int8 or uint8 src and weights")
+        bias_name, bias_dtype = bias
+        if bias_dtype is not None:
+            if not (bias_dtype.kind in "iu" or bias_dtype.kind == "f" or is_half(bias_dtype)):
+                raise TypeError(f"bias has dtype {bias_dtype}; expected an integer bias "
+                                f"(added to the int32 accumulator) or a floating one "
+                                f"(added after output_scale)")
+        result = np.dtype(np.int32) if dst_dtype is None else parse_dst_dtype(dst_dtype)
+        return np.dtype(np.int32), (None if result == np.dtype(np.int32) else result)
+    if dst_dtype is not None:
+        raise ValueError(f"dst_dtype={dst_dtype!r} applies to 8-bit integer src and weights; "
+                         f"src has dtype {src_dtype}, and a floating problem returns its "
+                         f"compute dtype")
+    return _float_dtypes((src, weights, bias))
+
+
+def parse_dst_dtype(value) -> np.dtype:
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"dst_dtype={value!r} is not a dtype; expected one of "
+                        f"{list(QUANTIZED_DST_TYPES)}") from None
+    if dtype.name not in QUANTIZED_DST_TYPES:
+        raise ValueError(f"dst_dtype={value!r} is not supported; expected one of "
+                         f"{list(QUANTIZED_DST_TYPES)}")
+    return dtype
+
+
+def parse_padding_mode(value) -> str:
+    return _choice("padding_mode", value, PADDING_MODES)
 
 
 # --------------------------------------------------------------------------- arrays
@@ -304,8 +423,10 @@ def _cached_problem(key) -> ConvProblem:
 def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shape=None,
                    bias_dtype=None, *, strides=None, pads_begin=None, pads_end=None,
                    dilations=None, auto_pad="none", groups=1, data_format="NXC",
-                   weights_format="XIO") -> ConvProblem:
+                   weights_format="XIO", data_dilations=None, padding_mode="zeros",
+                   dst_dtype=None) -> ConvProblem:
     data_format = parse_data_format(data_format)
+    padding_mode = parse_padding_mode(padding_mode)
     weights_format = parse_weights_format(weights_format)
     auto_pad = parse_auto_pad(auto_pad)
     groups = _as_int("groups", groups)
@@ -359,6 +480,17 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
 
     strides = _spatial_tuple("strides", strides, rank, 1, 1)
     dilations = _spatial_tuple("dilations", dilations, rank, 1, 1)
+    data_dilations = _spatial_tuple("data_dilations", data_dilations, rank, 1, 1)
+    if max(data_dilations, default=1) == 1:
+        data_dilations = None
+    else:
+        # SPEC §2 (nGraph): L - 1 zeros between neighbours, extent L * (I - 1) + 1
+        source_shape = tuple(input_shape)
+        input_shape = tuple(l * (i - 1) + 1 for l, i in zip(data_dilations, input_shape))
+        if _prod(input_shape) * batch * in_channels > MAX_ELEMENTS:
+            raise ValueError(f"data_dilations={data_dilations!r} stretch src to spatial "
+                             f"extents {input_shape}; expected at most {MAX_ELEMENTS} "
+                             f"elements in all")
     if auto_pad == "none":
         pads_begin = _spatial_tuple("pads_begin", pads_begin, rank, 0, None)
         pads_end = _spatial_tuple("pads_end", pads_end, rank, 0, None)
@@ -387,8 +519,25 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
         output_shape.append(o)
     output_shape = tuple(output_shape)
 
-    dtype = compute_dtype(("src", np.dtype(src_dtype)), ("weights", np.dtype(weights_dtype)),
-                          ("bias", None if bias_dtype is None else np.dtype(bias_dtype)))
+    materialized_pads = None
+    if padding_mode != "zeros":
+        _check_mode_pads(padding_mode, input_shape, pads_begin, pads_end)
+        # the padded src is written out once at the boundary; algorithms see no pads
+        materialized_pads = (tuple(pads_begin), tuple(pads_end))
+        if data_dilations is None:
+            source_shape = tuple(input_shape)
+        input_shape = tuple(i + pb + pe for i, pb, pe in zip(input_shape, pads_begin,
+                                                             pads_end))
+        pads_begin = pads_end = (0,) * rank
+        if _prod(input_shape) * batch * in_channels > MAX_ELEMENTS:
+            raise ValueError(f"padding_mode={padding_mode!r} pads src to spatial extents "
+                             f"{input_shape}; expected at most {MAX_ELEMENTS} elements")
+    elif data_dilations is None:
+        source_shape = None
+
+    dtype, result_dtype = problem_dtypes(
+        ("src", np.dtype(src_dtype)), ("weights", np.dtype(weights_dtype)),
+        ("bias", None if bias_dtype is None else np.dtype(bias_dtype)), dst_dtype)
 
     for what, count in (("dst", batch * out_channels * _prod(output_shape)),
                         ("src", batch * in_channels * _prod(input_shape)),
@@ -406,8 +555,25 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
         output_shape=output_shape, strides=strides, dilations=dilations,
         pads_begin=tuple(pads_begin), pads_end=tuple(pads_end), dtype=np.dtype(dtype),
         has_bias=bias_shape is not None, data_format=data_format,
-        weights_format=weights_format,
+        weights_format=weights_format, result_dtype=result_dtype, source_shape=source_shape,
+        data_dilations=data_dilations, padding_mode=padding_mode,
+        materialized_pads=materialized_pads,
     )
+
+
+def _check_mode_pads(padding_mode, extents, pads_begin, pads_end) -> None:
+    """reflect mirrors without repeating the edge, so it reaches at most I - 1 elements;
+    circular wraps once, at most I (PyTorch's limits). Negative pads crop in every mode."""
+    most = {"reflect": 1, "circular": 0}.get(padding_mode)
+    if most is None:
+        return
+    for axis, (i, pb, pe) in enumerate(zip(extents, pads_begin, pads_end)):
+        for name, pad in (("pads_begin", pb), ("pads_end", pe)):
+            if pad > i - most:
+                raise ValueError(f"{name}={pad} on spatial axis {axis} with padding_mode="
+                                 f"{padding_mode!r}: expected at most {i - most} (the "
+                                 f"input extent {i}"
+                                 f"{' - 1' if most else ''})")
 
 
 # --------------------------------------------------------------------------- layouts
@@ -440,10 +606,44 @@ def _group_first(ndim: int) -> Tuple[int, ...]:
 
 def canonical_src(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
     """src as (N, I..., IC), C-contiguous, compute dtype. Never a writable alias users see
-    modified: kernels only read it."""
+    modified: kernels only read it. Data dilation and padding modes are materialised here
+    (see :func:`materialize`)."""
     if problem.data_format == "NCX":
         src = src.transpose(_channels_last(src.ndim))
+    if problem.source_shape is not None:
+        return materialize(src.astype(problem.dtype, copy=False), problem)
     return np.ascontiguousarray(src, dtype=problem.dtype)
+
+
+_NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def materialize(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
+    """The caller's channels-last src (N, source extents..., C) as the algorithms see it.
+
+    Data dilation writes src into every L-th position of zeros; a padding mode other than
+    "zeros" then pads by that mode (positive pads; negative ones crop). The result holds
+    N * IC * prod(input_shape) elements, a full copy of the stretched, padded src: the
+    price of letting every algorithm run these problems unchanged, with zero pads.
+    """
+    if problem.source_shape is None:
+        return np.ascontiguousarray(src)
+    if problem.data_dilations is not None:
+        stretched = np.zeros((src.shape[0], *_dilated_extents(problem), src.shape[-1]),
+                             dtype=src.dtype)
+        stretched[(slice(None), *(slice(None, None, l) for l in problem.data_dilations))] = src
+        src = stretched
+    if problem.materialized_pads is not None:
+        begin, end = problem.materialized_pads
+        widths = [(0, 0)] + [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)] + [(0, 0)]
+        src = np.pad(src, widths, mode=_NUMPY_PAD_MODES[problem.padding_mode])
+        src = src[(slice(None), *(slice(max(-b, 0), src.shape[1 + axis] - max(-e, 0))
+                                  for axis, (b, e) in enumerate(zip(begin, end))))]
+    return np.ascontiguousarray(src)
+
+
+def _dilated_extents(problem: ConvProblem) -> Tuple[int, ...]:
+    return tuple(l * (i - 1) + 1 for l, i in zip(problem.data_dilations, problem.source_shape))
 
 
 def canonical_weights(weights: np.ndarray, problem: ConvProblem) -> np.ndarray:
@@ -460,6 +660,13 @@ def canonical_bias(bias: Optional[np.ndarray], problem: ConvProblem) -> Optional
     if bias is None:
         return None
     return np.ascontiguousarray(bias, dtype=problem.dtype)
+
+
+def canonical_view(dst_user: np.ndarray, problem: ConvProblem) -> np.ndarray:
+    """A (N, O..., OC) view of a dst in the user's data_format (writes go through)."""
+    if problem.data_format == "NCX":
+        return dst_user.transpose(_channels_last(dst_user.ndim))
+    return dst_user
 
 
 def user_dst(dst_canonical: np.ndarray, problem: ConvProblem) -> np.ndarray:

@@ -9,12 +9,12 @@ threads at once: the caches are filled under a lock and the kernels release the 
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from convlab import params, select
-from convlab.api import check_out, execute, resolve_for_call
+from convlab import params, postops, quantized, select
+from convlab.api import check_out, execute, execute_quantized, resolve_for_call
 from convlab.params import ConvProblem, IntOrSeq
 from convlab.registry import get_algorithm
 from convlab.threads import effective_threads
@@ -36,13 +36,25 @@ class Convolution:
                  pads_begin: IntOrSeq = None, pads_end: IntOrSeq = None,
                  dilations: IntOrSeq = None, auto_pad: str = "none", groups: int = 1,
                  data_format: str = "NXC", weights_format: str = "XIO",
+                 data_dilations: IntOrSeq = None, padding_mode: str = "zeros",
+                 src_zero_point=None, weights_zero_point=None, output_scale=None,
+                 dst_zero_point=None, dst_dtype=None, post_ops: Optional[Sequence] = None,
                  algorithm: str = "auto", threads: Optional[int] = None,
                  precision: str = "default"):
         weights = params.as_array("weights", weights)
         bias = None if bias is None else params.as_array("bias", bias)
         self._attributes = dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
                                 dilations=dilations, auto_pad=auto_pad, groups=groups,
-                                data_format=data_format, weights_format=weights_format)
+                                data_format=data_format, weights_format=weights_format,
+                                data_dilations=data_dilations, padding_mode=padding_mode,
+                                dst_dtype=dst_dtype)
+        # Data, checked against each call's src (zero point ranges follow the src dtype,
+        # binary post-op tensors broadcast against its dst); syntax is checked now.
+        self._quantization = dict(src_zero_point=src_zero_point,
+                                  weights_zero_point=weights_zero_point,
+                                  output_scale=output_scale, dst_zero_point=dst_zero_point)
+        self._post_ops = post_ops
+        postops.check_syntax(post_ops)
         # Private copies: the caller may change their arrays after building the plan.
         self._weights = np.array(weights, copy=True)
         self._bias = None if bias is None else np.array(bias, copy=True)
@@ -81,10 +93,13 @@ class Convolution:
         extents = [(k - 1) * (slack + 1) + 1 + slack for k in kernel]
         channels = max(1, icg * max(groups, 1))
         src_shape = (1, channels, *extents) if data_format == "NCX" else (1, *extents, channels)
-        params.make_problem(src_shape, self._weights.dtype, shape, self._weights.dtype,
-                            None if self._bias is None else self._bias.shape,
-                            None if self._bias is None else self._bias.dtype,
-                            **self._attributes)
+        probe = params.make_problem(src_shape, self._weights.dtype, shape, self._weights.dtype,
+                                    None if self._bias is None else self._bias.shape,
+                                    None if self._bias is None else self._bias.dtype,
+                                    **self._attributes)
+        if not probe.is_quantized:
+            quantized.parse(probe, self._weights.dtype, self._weights.dtype, self._bias,
+                            **self._quantization)
         self.rank = rank
 
     def _choice(self, src, n_threads: int):
@@ -99,10 +114,13 @@ class Convolution:
                         src.shape, src.dtype, self._weights.shape, self._weights.dtype,
                         None if bias is None else bias.shape,
                         None if bias is None else bias.dtype, **self._attributes)
-                    chosen = resolve_for_call(
-                        self._algorithm, problem, n_threads, self._precision, src,
-                        params.canonical_bias(bias, problem),
-                        lambda algorithm: self._prepared_weights(problem, algorithm))
+                    if problem.is_quantized:
+                        chosen = quantized.check_algorithm(self._algorithm, problem)
+                    else:
+                        chosen = resolve_for_call(
+                            self._algorithm, problem, n_threads, self._precision, src,
+                            params.canonical_bias(bias, problem),
+                            lambda algorithm: self._prepared_weights(problem, algorithm))
                     entry = (problem, chosen)
                     self._choices[key] = entry
         return entry
@@ -123,17 +141,29 @@ class Convolution:
         src = params.as_array("src", src)
         n_threads = effective_threads(self._threads)
         problem, chosen = self._choice(src, n_threads)
+        ops = postops.parse(self._post_ops, problem, out)
         if out is not None:
             check_out(out, problem, (("src", src), ("weights", self._weights),
                                      ("bias", self._bias)))
+        if problem.is_quantized:
+            q = quantized.parse(problem, src.dtype, self._weights.dtype, self._bias,
+                                **self._quantization)
+            key = ("quantized", problem.groups)
+            prepared = self._prepared.get(key)
+            if prepared is None:
+                with self._lock:
+                    prepared = self._prepared.setdefault(
+                        key, quantized.shifted_weights(self._weights, problem, q))
+            return execute_quantized(problem, chosen, src, prepared, q, ops, out, n_threads)
         prepared = self._prepared_weights(problem, chosen) if problem.batch > 0 else None
         bias = params.canonical_bias(self._bias, problem)
-        return execute(problem, chosen, src, prepared, bias, out, n_threads)
+        return execute(problem, chosen, src, prepared, bias, out, n_threads, ops)
 
     def algorithm_for(self, src) -> str:
         """The algorithm this plan runs for inputs shaped like ``src`` (array or shape+dtype)."""
         src = src if hasattr(src, "shape") and hasattr(src, "dtype") else np.asarray(src)
-        return self._choice(src, effective_threads(self._threads))[1].name
+        chosen = self._choice(src, effective_threads(self._threads))[1]
+        return chosen if isinstance(chosen, str) else chosen.name
 
     def __repr__(self) -> str:
         return (f"Convolution(weights{tuple(self._weights.shape)}, bias="

@@ -122,14 +122,62 @@ CASES = [
     Bad("bias-object", TypeError, r"bias has dtype object", bias=lambda: zeros(6, object)),
     Bad("src-datetime", TypeError, r"src has dtype datetime64",
         src=lambda: zeros(SRC, "datetime64[s]")),
-    Bad("src-float16", TypeError, r"src has dtype float16.*not available yet",
-        src=lambda: zeros(SRC, np.float16)),
-    Bad("weights-float16", TypeError, r"weights has dtype float16",
-        weights=lambda: zeros(WEIGHTS, np.float16)),
-    Bad("src-int8", TypeError, r"src has dtype int8.*not available yet",
+    # 8-bit integers are quantized convolution (SPEC §3): both src and weights, or neither
+    Bad("src-int8-float-weights", TypeError, r"weights has dtype float32 but src is 8-bit",
         src=lambda: zeros(SRC, np.int8)),
-    Bad("weights-uint8", TypeError, r"weights has dtype uint8",
+    Bad("weights-uint8-float-src", TypeError, r"src has dtype float32 but weights is 8-bit",
         weights=lambda: zeros(WEIGHTS, np.uint8)),
+    Bad("src-float16-int8-weights", TypeError, r"src has dtype float16 but weights is 8-bit",
+        src=lambda: zeros(SRC, np.float16), weights=lambda: zeros(WEIGHTS, np.int8)),
+    Bad("dst-dtype-on-float", ValueError, r"dst_dtype='int8' applies to 8-bit",
+        kwargs=dict(dst_dtype="int8")),
+    Bad("dst-dtype-unsupported", ValueError, r"dst_dtype='float64' is not supported",
+        src=lambda: zeros(SRC, np.uint8), weights=lambda: zeros(WEIGHTS, np.int8),
+        kwargs=dict(dst_dtype="float64")),
+    Bad("dst-dtype-not-a-dtype", TypeError, r"dst_dtype=3 is not a dtype",
+        src=lambda: zeros(SRC, np.uint8), weights=lambda: zeros(WEIGHTS, np.int8),
+        kwargs=dict(dst_dtype=3)),
+    Bad("zero-point-on-float", ValueError, r"src_zero_point=3 applies to 8-bit",
+        kwargs=dict(src_zero_point=3), entries=("convolve", "reference")),
+    Bad("weights-zero-point-wrong-length", ValueError,
+        r"weights_zero_point has shape \(4,\); expected a scalar or \(6,\)",
+        src=lambda: zeros(SRC, np.uint8), weights=lambda: zeros(WEIGHTS, np.int8),
+        kwargs=dict(weights_zero_point=np.zeros(4, np.int8)), entries=("convolve", "reference")),
+    Bad("src-zero-point-out-of-range", ValueError, r"src_zero_point=300 is outside \[0, 255\]",
+        src=lambda: zeros(SRC, np.uint8), weights=lambda: zeros(WEIGHTS, np.int8),
+        kwargs=dict(src_zero_point=300), entries=("convolve", "reference")),
+    Bad("zero-point-float", TypeError, r"dst_zero_point=0.5 has dtype float64",
+        src=lambda: zeros(SRC, np.uint8), weights=lambda: zeros(WEIGHTS, np.int8),
+        kwargs=dict(dst_zero_point=0.5), entries=("convolve", "reference")),
+    Bad("output-scale-nan", ValueError, r"output_scale=nan must be finite",
+        src=lambda: zeros(SRC, np.uint8), weights=lambda: zeros(WEIGHTS, np.int8),
+        kwargs=dict(output_scale=float("nan")), entries=("convolve", "reference")),
+    Bad("int8-algorithm-winograd", ValueError, r"algorithm='winograd2' cannot run 8-bit",
+        src=lambda: zeros(SRC, np.uint8), weights=lambda: zeros(WEIGHTS, np.int8),
+        kwargs=dict(algorithm="winograd2"), entries=DISPATCH),
+    # data dilation and padding modes
+    Bad("data-dilations-zero", ValueError, r"data_dilations=.*>= 1",
+        kwargs=dict(data_dilations=0)),
+    Bad("data-dilations-float", TypeError, r"data_dilations=2\.0", kwargs=dict(data_dilations=2.0)),
+    Bad("padding-mode-unknown", ValueError, r"padding_mode='mirror' is not known",
+        kwargs=dict(padding_mode="mirror")),
+    Bad("reflect-pad-too-large", ValueError,
+        r"pads_begin=5 on spatial axis 0 with padding_mode='reflect': expected at most 4",
+        kwargs=dict(padding_mode="reflect", pads_begin=5)),
+    # post-ops
+    Bad("post-op-unknown", ValueError, r"post_ops\[1\]: 'relu6' is not a known post-op",
+        kwargs=dict(post_ops=["relu", "relu6"]), entries=("convolve", "reference")),
+    Bad("post-op-not-a-list", TypeError, r"post_ops='relu' must be a list",
+        kwargs=dict(post_ops="relu"), entries=("convolve", "reference")),
+    Bad("post-op-clip-missing-high", ValueError, r"post_ops\[0\]: 'clip' takes parameters",
+        kwargs=dict(post_ops=[("clip", 0.0)]), entries=("convolve", "reference")),
+    Bad("post-op-parameter-string", TypeError, r"post_ops\[0\]: negative_slope='x'",
+        kwargs=dict(post_ops=[("relu", "x")]), entries=("convolve", "reference")),
+    Bad("post-op-sum-without-out", ValueError, r"post_ops\[0\]: 'sum' .* pass out=",
+        kwargs=dict(post_ops=["sum"]), entries=("convolve", "reference")),
+    Bad("post-op-binary-shape", ValueError, r"post_ops\[0\]: the binary tensor of shape "
+        r"\(5,\) does not broadcast", kwargs=dict(post_ops=[("add", np.zeros(5))]),
+        entries=("convolve", "reference")),
     Bad("src-longdouble", TypeError, r"src has dtype float128|src has dtype longdouble",
         src=lambda: zeros(SRC, np.longdouble)),
     # not arrays
@@ -203,8 +251,10 @@ try:
 except ImportError:  # pragma: no cover - ml_dtypes is optional
     ml_dtypes = None
 if ml_dtypes is not None:
-    CASES.append(Bad("src-bfloat16", TypeError, r"src has dtype bfloat16.*not available yet",
-                     src=lambda: zeros(SRC, ml_dtypes.bfloat16)))
+    CASES.append(Bad("src-bfloat16-int8-weights", TypeError,
+                     r"src has dtype bfloat16 but weights is 8-bit",
+                     src=lambda: zeros(SRC, ml_dtypes.bfloat16),
+                     weights=lambda: zeros(WEIGHTS, np.int8)))
 
 ENTRY_POINTS = {
     "convolve": convlab.convolve,
@@ -213,7 +263,9 @@ ENTRY_POINTS = {
     "explain": convlab.explain,
 }
 REFERENCE_KEYWORDS = {"strides", "pads_begin", "pads_end", "dilations", "auto_pad", "groups",
-                      "data_format", "weights_format", "stride"}
+                      "data_format", "weights_format", "stride", "data_dilations",
+                      "padding_mode", "dst_dtype", "src_zero_point", "weights_zero_point",
+                      "output_scale", "dst_zero_point", "post_ops"}
 
 
 def _params():

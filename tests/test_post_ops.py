@@ -1,0 +1,132 @@
+"""Post-ops (SPEC §4): fused results match the unfused reference, in oneDNN's order.
+
+"Unfused" is the same algorithm's plain convolution followed by the oracle's textbook
+formulas (convlab.reference.eltwise / apply_post_ops) in float64. The post-op code is a
+different implementation (in-place NumPy in the compute dtype, sigmoid through tanh), so
+the comparison allows the compute dtype's rounding of the formula, a few eps relative to
+the values involved.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import convlab
+from convlab import postops
+from conftest import ALGORITHMS, problem_of, random_tensors, skip_unless_supported
+
+ELTWISE = [("relu",), ("relu", 0.1), ("tanh",), ("sigmoid",), ("elu", 0.7), ("gelu_erf",),
+           ("gelu_tanh",), ("swish", 1.5), ("clip", -0.5, 1.25), ("linear", 2.0, -1.0),
+           ("abs",), ("square",), ("exp",), ("log",)]
+RTOL = {"float32": 2e-6, "float64": 1e-13}
+
+
+def _case(rng, dtype="float32", data_format="NCX"):
+    src, weights, bias = random_tensors(
+        rng, batch=2, in_channels=4, out_channels=6, groups=2, input_shape=(7, 6),
+        kernel_shape=(3, 3), dtype=dtype, data_format=data_format, weights_format="OIX",
+        bias=True)
+    return src, weights, bias, dict(groups=2, data_format=data_format, weights_format="OIX",
+                                    pads_begin=1, pads_end=1)
+
+
+def unfused(plain, ops, attributes, dst_before=None):
+    """The oracle's post-op formulas on an already computed dst, in float64."""
+    data_format = attributes["data_format"]
+    dst = np.asarray(plain, np.float64)
+    before = None if dst_before is None else np.asarray(dst_before, np.float64)
+    if data_format == "NXC":
+        dst = np.moveaxis(dst, -1, 1)
+        before = None if before is None else np.moveaxis(before, -1, 1)
+    dst = convlab.reference.apply_post_ops(dst, ops, before)
+    return dst if data_format == "NCX" else np.moveaxis(dst, 1, -1)
+
+
+def _parsed(ops, src, weights, bias, attributes, out=None):
+    return postops.parse(ops, problem_of(src, weights, bias, attributes), out)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ELTWISE, ids=lambda op: "-".join(map(str, op)))
+def test_each_eltwise_matches_its_formula(rng, op, dtype):
+    src, weights, bias, attributes = _case(rng, dtype)
+    if op[0] == "log":
+        # log needs positive inputs: shift them through abs and a linear post-op first
+        ops = [("abs",), ("linear", 1.0, 0.5), op]
+    else:
+        ops = [op if len(op) > 1 else op[0]]
+    got = convlab.convolve(src, weights, bias, post_ops=ops, algorithm="direct", **attributes)
+    base = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
+    expected = unfused(base, _parsed(ops, src, weights, bias, attributes), attributes)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(got, expected, rtol=RTOL[dtype],
+                               atol=RTOL[dtype] * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_chain_with_sum_and_binary_every_algorithm(rng, algorithm, data_format):
+    src, weights, bias, attributes = _case(rng, data_format=data_format)
+    skip_unless_supported(algorithm, problem_of(src, weights, bias, attributes))
+    dst_shape = problem_of(src, weights, bias, attributes).dst_shape
+    per_channel = rng.standard_normal((1, 6, 1, 1) if data_format == "NCX" else (6,))
+    full = rng.standard_normal(dst_shape).astype(np.float32)
+    ops = ["relu", ("sum", 0.5), ("mul", per_channel), ("add", full), ("max", 0.25),
+           ("min", np.float32(3.0)), ("gelu_tanh",)]
+    before = rng.standard_normal(dst_shape).astype(np.float32)
+    out = before.copy()
+    got = convlab.convolve(src, weights, bias, post_ops=ops, out=out, algorithm=algorithm,
+                           **attributes)
+    assert got is out
+    base = convlab.convolve(src, weights, bias, algorithm=algorithm, **attributes)
+    expected = unfused(base, _parsed(ops, src, weights, bias, attributes, out=before),
+                       attributes, before)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+    # and against the oracle end to end
+    oracle = convlab.reference.convolve(src, weights, bias, post_ops=ops, dst_before=before,
+                                        **attributes)
+    np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-4 * np.abs(oracle).max())
+
+
+def test_order_is_the_order_given(rng):
+    src, weights, bias, attributes = _case(rng)
+    before = np.full(problem_of(src, weights, bias, attributes).dst_shape, -5.0, np.float32)
+    relu_then_sum = convlab.convolve(src, weights, bias, post_ops=["relu", "sum"],
+                                     out=before.copy(), **attributes)
+    sum_then_relu = convlab.convolve(src, weights, bias, post_ops=["sum", "relu"],
+                                     out=before.copy(), **attributes)
+    assert sum_then_relu.min() == 0 and relu_then_sum.min() <= -5.0
+
+
+def test_plan_applies_post_ops_and_checks_syntax_up_front(rng):
+    src, weights, bias, attributes = _case(rng)
+    ops = [("relu", 0.2), ("add", rng.standard_normal((1, 6, 1, 1)))]
+    plan = convlab.Convolution(weights, bias, post_ops=ops, **attributes)
+    np.testing.assert_allclose(plan(src), convlab.convolve(src, weights, bias, post_ops=ops,
+                                                           **attributes), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"post_ops\[0\]: 'hardswish' is not a known"):
+        convlab.Convolution(weights, bias, post_ops=["hardswish"], **attributes)
+    with pytest.raises(ValueError, match=r"'sum' .* pass out="):
+        convlab.Convolution(weights, bias, post_ops=["sum"], **attributes)(src)
+
+
+def test_chunks_cover_the_output(rng, monkeypatch):
+    """Tiny chunks give the same result as one chunk (the chunking is not visible)."""
+    src, weights, bias, attributes = _case(rng)
+    ops = ["relu", ("add", rng.standard_normal((1, 6, 1, 1)))]
+    whole = convlab.convolve(src, weights, bias, post_ops=ops, **attributes)
+    monkeypatch.setattr(postops, "CHUNK_ELEMENTS", 7)
+    np.testing.assert_array_equal(convlab.convolve(src, weights, bias, post_ops=ops,
+                                                   **attributes), whole)
+
+
+def test_post_ops_in_the_quantized_float_stage(rng):
+    src = rng.integers(0, 256, (1, 3, 5, 5), dtype=np.uint8)
+    weights = rng.integers(-128, 128, (4, 3, 3, 3), dtype=np.int8)
+    keywords = dict(data_format="NCX", weights_format="OIX", src_zero_point=128,
+                    output_scale=0.01, dst_zero_point=10, dst_dtype="uint8")
+    acc = convlab.convolve(src, weights, data_format="NCX", weights_format="OIX",
+                           src_zero_point=128)
+    got = convlab.convolve(src, weights, post_ops=[("clip", -3.0, 3.0)], **keywords)
+    y = np.clip(acc.astype(np.float32) * np.float32(0.01), -3, 3) + np.float32(10)
+    np.testing.assert_array_equal(got, np.clip(np.rint(y), 0, 255).astype(np.uint8))
