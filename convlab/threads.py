@@ -7,7 +7,6 @@ process may really use (affinity mask and cgroup CPU quota).
 from __future__ import annotations
 
 import functools
-import functools
 import math
 import numbers
 import os
@@ -49,7 +48,9 @@ def _cgroup_cpu_quota() -> Optional[float]:
     return None
 
 
+@functools.lru_cache(maxsize=1)
 def _env_threads() -> Optional[int]:
+    # Read once, as the OpenMP runtime itself does at start-up; os.environ costs ~3 us a call.
     value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if value.isdigit() and int(value) > 0:
         return int(value)

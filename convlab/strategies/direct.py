@@ -12,6 +12,7 @@ so that consecutive channels sit next to each other, as they do in NXC src.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -145,19 +146,23 @@ def run_direct(problem, src, weights, bias, dst, threads):
     if not dst.flags.c_contiguous:
         # The reshapes below must be views of dst, or the result would be lost.
         raise ValueError("dst must be C-contiguous (the canonical layout)")
-    r = problem.rank
+    src_shape, dst_shape, strides, dilations, pads = _kernel_geometry(problem)
+    kernel = _direct.conv_depthwise if weights.depthwise else _direct.conv_direct
+    kernel(src.reshape(src_shape), weights.array, _padded_bias(problem, bias, weights),
+           dst.reshape(dst_shape), strides, dilations, pads, threads)
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel_geometry(problem):
+    """src and dst shapes, strides, dilations and pads as the 3-D kernel takes them.
+    Remembered per problem: worked out afresh, they cost a small layer's run 2-3 us."""
     if is_pointwise_flat(problem):
         # Output pixel p reads input pixel p: one image of N * prod(I) pixels.
-        pixels = src.size // problem.in_channels
-        src5 = src.reshape(1, 1, 1, pixels, problem.in_channels)
-        dst5 = dst.reshape(1, 1, 1, pixels, problem.out_channels)
-        strides, dilations, pads = (1, 1, 1), (1, 1, 1), (0, 0, 0)
-    else:
-        src5 = src.reshape(lift(src.shape, r))
-        dst5 = dst.reshape(lift(dst.shape, r))
-        strides = lift_spatial(problem.strides, r, 1)
-        dilations = lift_spatial(problem.dilations, r, 1)
-        pads = lift_spatial(problem.pads_begin, r, 0)
-    kernel = _direct.conv_depthwise if weights.depthwise else _direct.conv_direct
-    kernel(src5, weights.array, _padded_bias(problem, bias, weights), dst5,
-           strides, dilations, pads, threads)
+        pixels = problem.batch * math.prod(problem.input_shape)
+        return ((1, 1, 1, pixels, problem.in_channels), (1, 1, 1, pixels, problem.out_channels),
+                (1, 1, 1), (1, 1, 1), (0, 0, 0))
+    r = problem.rank
+    return ((problem.batch, *lift_spatial(problem.input_shape, r, 1), problem.in_channels),
+            (problem.batch, *lift_spatial(problem.output_shape, r, 1), problem.out_channels),
+            lift_spatial(problem.strides, r, 1), lift_spatial(problem.dilations, r, 1),
+            lift_spatial(problem.pads_begin, r, 0))
