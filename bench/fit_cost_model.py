@@ -118,28 +118,33 @@ def terms_of(name, problem, threads):
 
 
 def fit(rows):
-    """Per algorithm: non-negative constants minimising sum((estimate / measured - 1)^2)."""
+    """Per algorithm and thread count: non-negative constants minimising
+    sum((estimate / measured - 1)^2)."""
     constants = {}
-    for name in sorted({r["algorithm"] for r in rows}):
-        mine = [r for r in rows if r["algorithm"] == name]
-        term_names = list(terms_of(name, mine[0]["problem"], mine[0]["threads"]))
-        a = np.array([[terms_of(name, r["problem"], r["threads"])[t] / r["seconds"]
-                       for t in term_names] for r in mine])
+    for name, threads in sorted({(r["algorithm"], r["threads"]) for r in rows}):
+        mine = [r for r in rows if r["algorithm"] == name and r["threads"] == threads]
+        terms = [terms_of(name, r["problem"], threads) for r in mine]
+        term_names = list(terms[0])
+        a = np.array([[t[n] / r["seconds"] for n in term_names] for t, r in zip(terms, mine)])
         # Columns scaled to unit norm so NNLS sees a well-conditioned problem.
         scale = np.linalg.norm(a, axis=0)
         scale[scale == 0] = 1.0
         x, _ = nnls(a / scale, np.ones(len(mine)))
-        constants[name] = {t: float(f"{v:.4g}") for t, v in zip(term_names, x / scale)}
+        constants.setdefault(name, {})[str(threads)] = {
+            n: float(f"{v:.4g}") for n, v in zip(term_names, x / scale)}
         estimate = a @ (x / scale)
-        print(f"  {name:10s} {len(mine):4d} timings, estimate/measured: median "
-              f"{np.median(estimate):.2f}, 10-90% {np.percentile(estimate, 10):.2f}-"
+        print(f"  {name:10s} threads {threads}: {len(mine):4d} timings, estimate/measured: "
+              f"median {np.median(estimate):.2f}, 10-90% {np.percentile(estimate, 10):.2f}-"
               f"{np.percentile(estimate, 90):.2f}")
     return constants
 
 
 def predicted_seconds(constants, name, problem, threads):
+    by_threads = constants[name]
+    counts = sorted(int(t) for t in by_threads)
+    chosen = str(max((t for t in counts if t <= threads), default=counts[0]))
     terms = terms_of(name, problem, threads)
-    return sum(constants[name][t] * v for t, v in terms.items())
+    return sum(by_threads[chosen].get(t, 0.0) * v for t, v in terms.items())
 
 
 def evaluate(rows, constants, label):
@@ -196,7 +201,7 @@ def main(argv=None):
     for r in rows:
         r["problem"] = problem_of(r)
 
-    before = {name: cost_model.constants_for(name) for name in {r["algorithm"] for r in rows}}
+    before = cost_model.fitted()["constants"]
     print("\nfit (per algorithm):")
     constants = fit(rows)
     evaluate(rows, before, f"constants in force before ({cost_model.source()})")

@@ -23,13 +23,20 @@ CONSTANTS_FILE = "cost_constants.json"
 
 @functools.lru_cache(maxsize=1)
 def fitted() -> Dict:
-    """The stored fit: ``{"source": {...}, "constants": {algorithm: {term: seconds}}}``."""
+    """The stored fit: ``{"source": {...}, "constants": {algorithm: {threads: {term:
+    seconds per unit}}}}``."""
     text = resources.files("convlab").joinpath(CONSTANTS_FILE).read_text(encoding="utf-8")
     return json.loads(text)
 
 
-def constants_for(algorithm: str) -> Dict[str, float]:
-    return fitted()["constants"][algorithm]
+def constants_for(algorithm: str, threads: int) -> Dict[str, float]:
+    """The constants fitted at the largest thread count not above ``threads`` (else the
+    smallest fitted): parallel efficiency differs between algorithms, so each thread count
+    the fit saw has its own set, and the per-thread terms carry it to larger counts."""
+    by_threads = fitted()["constants"][algorithm]
+    counts = sorted(int(t) for t in by_threads)
+    chosen = max((t for t in counts if t <= threads), default=counts[0])
+    return by_threads[str(chosen)]
 
 
 def source() -> str:
@@ -38,13 +45,14 @@ def source() -> str:
     return f"{info['command']} on {info['date']} ({info['machine']})"
 
 
-def estimate(algorithm: str, terms: Mapping[str, float], details: Mapping = ()) -> Estimate:
+def estimate(algorithm: str, threads: int, terms: Mapping[str, float],
+             details: Mapping = ()) -> Estimate:
     """Seconds = sum of terms times the algorithm's fitted constants.
 
     ``details`` are shown by ``explain`` beside the terms. A term the fit has no
     constant for raises KeyError: counting and fitting must agree on the names.
     """
-    constants = constants_for(algorithm)
+    constants = constants_for(algorithm, threads)
     seconds = sum(constants[name] * value for name, value in terms.items())
     inputs = dict(details)
     inputs["terms"] = {name: _round(value) for name, value in terms.items()}

@@ -30,7 +30,7 @@ def test_estimate_is_the_sum_of_terms_times_fitted_constants(name, src_shape, we
         pytest.skip(algorithm.supports(problem))
     estimate = algorithm.cost(problem, threads)
     terms, per_unit = estimate.inputs["terms"], estimate.inputs["seconds_per_unit"]
-    assert set(terms) == set(cost_model.constants_for(name)), "counting and fit disagree"
+    assert set(terms) == set(cost_model.constants_for(name, threads)), "counting and fit disagree"
     assert all(value >= 0 and math.isfinite(value) for value in terms.values())
     want = sum(per_unit[t] * v for t, v in terms.items())
     assert estimate.seconds == pytest.approx(want, rel=1e-3)
@@ -52,6 +52,8 @@ def test_constants_are_non_negative_and_cite_their_run():
     stored = cost_model.fitted()
     for key in ("command", "date", "machine"):
         assert stored["source"][key], key
-    for name, constants in stored["constants"].items():
-        assert all(v >= 0 for v in constants.values()), name
-    assert "fit_cost_model" in cost_model.source() or "provisional" in cost_model.source()
+    for name, by_threads in stored["constants"].items():
+        for constants in by_threads.values():
+            assert all(v >= 0 for v in constants.values()), name
+    assert "fit_cost_model" in cost_model.source()
+    assert all(set(by_threads) >= {"1", "2"} for by_threads in stored["constants"].values())

@@ -92,6 +92,13 @@ def _supports(problem):
     return None
 
 
+# Output pixels that share one read of the weights: the microkernels' register blocks hold
+# up to 8 (AVX-512) to 12 (AVX2) pixels; see CL_DENSE_PMAX_TABLE in direct_microkernel.h.
+PIXELS_PER_BLOCK = 8
+# Half of this machine's 2 MiB L2 per core: beyond it, streamed weights come from L3.
+CACHED_WEIGHT_BYTES = 1 * 2**20
+
+
 def cost_terms(problem, threads) -> dict:
     """The work of one run, as :mod:`convlab.cost_model` terms (per thread where parallel),
     and details for ``explain``.
@@ -123,19 +130,31 @@ def cost_terms(problem, threads) -> dict:
         loops = (problem.batch * problem.output_size * problem.kernel_size * problem.groups
                  * vectors)
         flops_term = "dense_flops"
-    moved = itemsize * (problem.batch * (problem.in_channels * math.prod(problem.input_shape)
-                                         + problem.out_channels * problem.output_size)
-                        + problem.out_channels * problem.in_channels_per_group
-                        * problem.kernel_size)
+    src_bytes = itemsize * problem.batch * problem.in_channels * math.prod(problem.input_shape)
+    dst_bytes = itemsize * problem.batch * problem.out_channels * problem.output_size
+    weight_bytes = (itemsize * problem.out_channels * problem.in_channels_per_group
+                    * problem.kernel_size)
+    # Each register block of output pixels reads its weights again: from L2 while they fit
+    # in half of it, from further out beyond that (small images on wide layers, res5*).
+    streamed = weight_bytes * -(-problem.batch * problem.output_size // PIXELS_PER_BLOCK)
+    cached = weight_bytes <= CACHED_WEIGHT_BYTES
     terms = {"call": 1.0, "dense_flops": 0.0, "depthwise_flops": 0.0,
-             "inner_loops": loops / threads, "bytes": moved / threads}
+             "inner_loops": loops / threads, "src_bytes": src_bytes / threads,
+             # written once, at a bandwidth the threads share: not divided by them
+             "dst_bytes": dst_bytes,
+             # a one-shot call packs the weights on one thread (a plan packs them once)
+             "weight_pack_bytes": weight_bytes,
+             "weight_stream_bytes_cached": streamed / threads if cached else 0.0,
+             "weight_stream_bytes_uncached": 0.0 if cached else streamed / threads}
     terms[flops_term] = padded_flops / threads
+    # 1x1 runs take the flattened-pixel path, whose rate differs from the windowed one
+    terms["pointwise_flops"] = terms["dense_flops"] if problem.kernel_size == 1 else 0.0
     return terms, {"threads": threads, "isa": cut["isa"], "work_items": cut["items"],
                    "channel_vectors": vectors}
 
 
 def _cost(problem, threads):
-    return cost_model.estimate("direct", *cost_terms(problem, threads))
+    return cost_model.estimate("direct", threads, *cost_terms(problem, threads))
 
 
 @register_algorithm("direct", supports=_supports, cost=_cost, prepare_weights=prepare_weights,

@@ -463,8 +463,12 @@ def cost_terms(problem, threads) -> dict:
         unfold_bytes = m_total * width * problem.groups * itemsize
     calls = p.chunks * problem.groups * p.reduction_blocks * p.oc_blocks
     # float64 GEMM does half the multiply-adds per vector instruction
+    # BLAS packs its B operand (the weights block) on every call: costly when few rows
+    # share it (res5*, short 1-D sequences)
+    packed_bytes = calls * min(width, p.cols_per_block) * ocg * itemsize
     terms = {"call": 1.0, "gemm_flops": problem.flops * itemsize / 4 / (efficiency * parallel),
-             "unfold_bytes": unfold_bytes / p.threads, "gemm_calls": calls / p.threads}
+             "unfold_bytes": unfold_bytes / p.threads, "gemm_calls": calls / p.threads,
+             "packed_weight_bytes": packed_bytes / p.threads}
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
                "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,
                "workspace_mb": round(p.work_elements * itemsize / 2**20, 2)}
@@ -473,7 +477,7 @@ def cost_terms(problem, threads) -> dict:
 
 def _cost(problem, threads):
     terms, details = cost_terms(problem, threads)
-    return cost_model.estimate("im2col", terms, details)
+    return cost_model.estimate("im2col", threads, terms, details)
 
 
 @register_algorithm("im2col", supports=_supports, cost=_cost,

@@ -529,16 +529,38 @@ def weight_transform_flops(m: int, problem) -> int:
     return per_pair * problem.in_channels_per_group * problem.out_channels
 
 
+# Rows at which a GEMM runs at half its full rate in the "short_gemm_flops" term, of the
+# order of the 12-row micro-tiles of the register-blocked GEMM (WG_MR, winograd_gemm.h).
+SHORT_GEMM_ROWS = 16
+
+
 def cost_terms(m: int, problem, threads) -> tuple:
     """The work of one ``convolve`` call, as :mod:`convlab.cost_model` terms (per thread),
     and details for ``explain``. The weight transform is counted because a one-shot call
     pays it every time; a plan pays it once."""
     g_flops, t_flops = gemm_flops(m, problem), transform_flops(m, problem)
     w_flops = weight_transform_flops(m, problem)
-    threads = blocking(m, problem, threads).threads  # small problems start fewer
+    b = blocking(m, problem, threads)
+    threads = b.threads  # small problems start fewer
+    # Every block of tiles streams all of U (alpha^r x IC/G x OC); with few tiles per block
+    # (small images) that traffic, not the arithmetic, sets the pace.
+    blocks = -(-total_tiles(m, problem) // b.block)
+    u_bytes = (positions(m, problem.rank) * problem.in_channels_per_group
+               * problem.out_channels * problem.dtype.itemsize)
+    # 1-D and 3-D runs take other code paths than 2-D (no register-tiled 2-D transform):
+    # their extra cost per unit is fitted on its own, zero where no run says otherwise.
+    other_rank = {1: "_1d", 3: "_3d"}.get(problem.rank)
     terms = {"call": 1.0, "gemm_flops": g_flops / threads, "transform_flops": t_flops / threads,
              "weight_transform_flops": w_flops / threads,
-             "tiles": total_tiles(m, problem) * problem.groups / threads}
+             "tiles": total_tiles(m, problem) * problem.groups / threads,
+             "u_stream_bytes": u_bytes * blocks / threads,
+             # GEMMs of few rows (tiles per block) run below the microkernel's full rate
+             "short_gemm_flops": g_flops / threads * SHORT_GEMM_ROWS
+             / (min(b.block, total_tiles(m, problem)) + SHORT_GEMM_ROWS)}
+    for suffix in ("_1d", "_3d"):
+        terms["gemm_flops" + suffix] = terms["gemm_flops"] if suffix == other_rank else 0.0
+        terms["transform_flops" + suffix] = (terms["transform_flops"] if suffix == other_rank
+                                             else 0.0)
     measured = MEASURED_RELATIVE_ERROR.get(f"winograd{m}") or {}
     details = {"tile": m, "threads": threads,
                "workspace_bytes": workspace_bytes_used(m, problem, threads),
@@ -548,7 +570,7 @@ def cost_terms(m: int, problem, threads) -> tuple:
 
 def _make_cost(m: int):
     def cost(problem, threads):
-        return cost_model.estimate(f"winograd{m}", *cost_terms(m, problem, threads))
+        return cost_model.estimate(f"winograd{m}", threads, *cost_terms(m, problem, threads))
 
     return cost
 
