@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import numbers
 import operator
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple, Union
 
@@ -80,6 +81,22 @@ class ConvProblem:
     def is_quantized(self) -> bool:
         """8-bit integer src and weights, accumulated in int32 (SPEC §3)."""
         return self.dtype.kind == "i"
+
+    def __hash__(self) -> int:
+        # Problems key every per-call cache (choice, plans, kernel geometry); the generated
+        # hash of all fields costs ~1.5 us per lookup, so it is computed once.
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __getstate__(self):
+        # string hashes differ between processes: a pickled problem recomputes its own
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
     @property
     def rank(self) -> int:

@@ -62,6 +62,8 @@ def effective_threads(threads=None) -> int:
 
     ``-1`` means every available core, ``-2`` all but one, as SciPy's ``workers=``.
     """
+    if type(threads) is int and threads > 0:
+        return threads  # the common explicit form, without the checks below (~1 us)
     cores = available_cores()
     if threads is None:
         from convlab.kernels._runtime import openmp_enabled, openmp_max_threads

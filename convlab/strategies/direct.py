@@ -57,6 +57,13 @@ class PreparedWeights:
     depthwise: bool
     array: np.ndarray
 
+    @functools.cached_property
+    def zero_bias(self) -> np.ndarray:
+        """The bias the kernel reads when there is none, allocated once rather than per call."""
+        shape = self.array.shape[-1:] if self.depthwise else (self.array.shape[0],
+                                                              self.array.shape[-1])
+        return np.zeros(shape, dtype=self.array.dtype)
+
 
 def prepare_weights(problem, weights) -> PreparedWeights:
     """Repack canonical (G, K..., ICg, OCg) weights for the microkernels."""
@@ -75,7 +82,7 @@ def prepare_weights(problem, weights) -> PreparedWeights:
 
 def _padded_bias(problem, bias, prepared):
     if bias is None:
-        return None
+        return prepared.zero_bias
     if prepared.depthwise:
         padded = np.zeros(prepared.array.shape[-1], dtype=problem.dtype)
         padded[:problem.out_channels] = bias
