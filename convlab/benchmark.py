@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -170,23 +172,47 @@ def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Co
 PSEUDO_ALGORITHMS = ("auto", "plan")
 
 
-def gemm_contender(layer, threads) -> Contender:
-    """NumPy's matmul on a product the size of the layer's GEMM: (N * prod(O), IC/G *
-    prod(K)) @ (IC/G * prod(K), OC/G) per group, BLAS limited to ``threads``. What an
-    im2col run could reach if unfolding were free."""
-    from threadpoolctl import threadpool_limits
+MATMUL_CHILD = r"""
+import json, statistics, sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+shapes, threads, repeats = json.loads(sys.argv[1])
+rng = np.random.default_rng(0)
+seconds = []
+with threadpool_limits(threads, user_api="blas"):
+    for groups, rows, depth, cols in shapes:
+        a = rng.uniform(-1, 1, (groups, rows, depth)).astype(np.float32)
+        b = rng.uniform(-1, 1, (groups, depth, cols)).astype(np.float32)
+        c = np.empty((groups, rows, cols), np.float32)
+        np.matmul(a, b, out=c)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            np.matmul(a, b, out=c)
+            times.append(time.perf_counter() - start)
+        seconds.append(statistics.median(times))
+print(json.dumps(seconds))
+"""
 
-    problem = layer.problem()
-    rows = problem.batch * problem.output_size
-    depth = problem.in_channels_per_group * problem.kernel_size
-    rng = np.random.default_rng(0)
-    a = rng.uniform(-1, 1, (problem.groups, rows, depth)).astype(np.float32)
-    b = rng.uniform(-1, 1, (problem.groups, depth, problem.out_channels_per_group)).astype(
-        np.float32)
-    c = np.empty((problem.groups, rows, problem.out_channels_per_group), np.float32)
-    # Left in force for the process: im2col sets and restores its own BLAS width per call.
-    threadpool_limits(threads, user_api="blas")
-    return Contender("matmul", "gemm", lambda: np.matmul(a, b, out=c), checked=False)
+
+def matmul_seconds(layers, threads, repeats) -> List[float]:
+    """NumPy's matmul on each layer's same-sized GEMM, (N * prod(O), IC/G * prod(K)) @
+    (IC/G * prod(K), OC/G) per group, BLAS at ``threads``: what an im2col run could reach
+    if unfolding were free.
+
+    Timed in a child process, in the same run: NumPy's OpenBLAS keeps its own thread pool,
+    whose spinning threads slowed every other contender 2-20x when it ran in this process
+    (measured on ResNet-50 res4a/res5a, 2 cores).
+    """
+    shapes = []
+    for layer in layers:
+        p = layer.problem()
+        shapes.append((p.groups, p.batch * p.output_size, p.in_channels_per_group * p.kernel_size,
+                       p.out_channels_per_group))
+    done = subprocess.run([sys.executable, "-c", MATMUL_CHILD,
+                           json.dumps([shapes, threads, repeats])],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
 
 
 def convlab_contender(name, layer, src, weights, threads) -> Contender:
@@ -213,8 +239,13 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(np.asarray(got, np.float64) - want))) / scale
 
 
+# Pause before each contender's block of runs (see bench_layer): longer than the spin
+# periods of libgomp (about 0.3 ms by default) and OpenBLAS.
+IDLE_SECONDS = 0.05
+
+
 def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, seed,
-                gemm=False):
+                schedule="blocks"):
     src, weights, _ = layer.arrays(seed=seed)
     r = layer.rank
     src_ncx = np.moveaxis(src, -1, 1)
@@ -225,8 +256,6 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
     if ort is not None and onnx is not None:
         contenders.append(onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix,
                                                 threads))
-    if gemm:
-        contenders.append(gemm_contender(layer, threads))
     runnable = [c for c in contenders if c.call is not None]
 
     want = None
@@ -247,13 +276,27 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
                                               **layer.convolve_kwargs())
         contender.error = relative_error(contender.to_nxc(result), want)
 
-    for repeat in range(repeats):
-        shift = repeat % len(runnable)
-        for contender in runnable[shift:] + runnable[:shift]:
-            start = time.perf_counter()
-            contender.call()
-            contender.times.append(time.perf_counter() - start)
+    if schedule == "interleaved":
+        for repeat in range(repeats):
+            shift = repeat % len(runnable)
+            for contender in runnable[shift:] + runnable[:shift]:
+                _time_once(contender)
+        return contenders
+    for contender in runnable:
+        # Let the previous contender's thread pool go idle first: OpenMP and OpenBLAS
+        # workers spin for a while after a call, and on 2 cores a spinning pool of another
+        # library slowed the next call 2-20x when contenders alternated call by call.
+        time.sleep(IDLE_SECONDS)
+        contender.call()
+        for _ in range(repeats):
+            _time_once(contender)
     return contenders
+
+
+def _time_once(contender) -> None:
+    start = time.perf_counter()
+    contender.call()
+    contender.times.append(time.perf_counter() - start)
 
 
 def geo_mean(values):
@@ -324,6 +367,10 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-onnxruntime", action="store_true",
                         help="leave ONNX Runtime out")
+    parser.add_argument("--schedule", choices=("blocks", "interleaved"), default="blocks",
+                        help="blocks: each contender's runs back to back, after a pause "
+                             "(as in production: one library at a time); interleaved: one "
+                             "run each per round, rotating")
     parser.add_argument("--gemm", action="store_true",
                         help="add 'matmul': NumPy's matmul on each layer's same-sized GEMM, "
                              "and im2col's share of its rate")
@@ -381,7 +428,7 @@ def main(argv=None, prog=None) -> int:
     print(f"load average before: {load_average()}")
     print(f"suite {args.suite}: {len(layers)} layers, mb "
           f"{args.mb if args.mb else 'from file'}, float32, {threads} thread(s), "
-          f"{args.warmup} warm-up + median of {args.repeats} interleaved runs")
+          f"{args.warmup} warm-up + median of {args.repeats} runs, schedule {args.schedule}")
     print(f"check: every result against {'torch' if torch else 'convlab.reference'}, "
           f"normwise tolerance {CHECK_TOLERANCE:g}")
     print()
@@ -404,10 +451,14 @@ def main(argv=None, prog=None) -> int:
     print("-" * len(header))
 
     started = time.perf_counter()
+    matmul = matmul_seconds(layers, threads, args.repeats) if args.gemm else None
     results = []
     for index, (layer, name) in enumerate(progress(list(zip(layers, names)), args.suite)):
         contenders = bench_layer(layer, algorithms, threads, args.repeats, args.warmup,
-                                 torch, onnx, ort, seed=index, gemm=args.gemm)
+                                 torch, onnx, ort, seed=index, schedule=args.schedule)
+        if matmul is not None:
+            contenders.append(Contender("matmul", "gemm", times=[matmul[index]],
+                                        checked=False))
         results.append((layer, contenders))
         by = {c.label: c for c in contenders}
         flops = layer.flops()
@@ -430,7 +481,7 @@ def main(argv=None, prog=None) -> int:
     for name, (_, cs) in zip(names, results):
         skipped = {}
         for c in cs:
-            if c.call is None:
+            if c.call is None and not c.times:
                 skipped.setdefault(c.why_not, []).append(c.label)
         for why, skipped_labels in skipped.items():
             not_run.setdefault((", ".join(skipped_labels), why), []).append(name)
