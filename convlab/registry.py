@@ -23,7 +23,7 @@ transforms) declares its measured float32 relative error as ``relative_error``;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from convlab.params import ConvProblem
 
@@ -59,8 +59,13 @@ class Algorithm:
     auto: bool = True
     description: str = ""
     # Measured float32 ||y - ref|| / ||ref|| on N(0,1) data, for algorithms whose rounding
-    # is not that of a plain sum of products; None for those that sum plainly.
-    relative_error: Optional[float] = None
+    # is not that of a plain sum of products; None for those that sum plainly. Either a
+    # number, or a function of the problem when the error depends on it (Winograd's rank).
+    relative_error: Union[None, float, Callable[[ConvProblem], float]] = None
+
+    def relative_error_for(self, problem: ConvProblem) -> Optional[float]:
+        error = self.relative_error
+        return error(problem) if callable(error) else error
 
 
 _REGISTRY: Dict[str, Algorithm] = {}
@@ -75,7 +80,7 @@ def generation() -> int:
 
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
                        auto: bool = True, description: str = "",
-                       relative_error: Optional[float] = None, replace: bool = False):
+                       relative_error=None, replace: bool = False):
     """Add an algorithm to the registry.
 
     Use it as a decorator on the run function::

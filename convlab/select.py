@@ -32,9 +32,10 @@ def parse_precision(precision) -> str:
     return precision.lower()
 
 
-def precision_excludes(algorithm: Algorithm, precision: str) -> Optional[str]:
-    """Why ``precision`` keeps ``algorithm`` out of auto/tune, or None."""
-    error = algorithm.relative_error
+def precision_excludes(algorithm: Algorithm, precision: str,
+                       problem: ConvProblem) -> Optional[str]:
+    """Why ``precision`` keeps ``algorithm`` out of auto/tune on ``problem``, or None."""
+    error = algorithm.relative_error_for(problem)
     if error is None:
         return None
     if precision == "highest":
@@ -70,7 +71,7 @@ def assess(problem: ConvProblem, threads: int, precision: str = "default") -> Li
         reason = algorithm.supports(problem)
         estimate = algorithm.cost(problem, threads) if reason is None else None
         rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto,
-                              precision_excludes(algorithm, precision)))
+                              precision_excludes(algorithm, precision, problem)))
     return rows
 
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import assert_matches_reference, to_data_format, to_weights_format
 
 import convlab
-from convlab import params
+from convlab import params, select
 from convlab import winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.strategies import winograd
@@ -511,6 +511,32 @@ def test_float32_accuracy_is_as_measured(algorithm, ic, extent):
     error = np.linalg.norm(got - reference) / np.linalg.norm(reference)
     bound = ACCURACY_MARGIN * winograd.MEASURED_RELATIVE_ERROR[algorithm][ic]
     assert error <= bound, f"{algorithm}: relative error {error:.3g} > {bound:.3g}"
+
+
+@pytest.mark.parametrize("rank, ic, extent", [(1, 64, 300), (3, 64, 8)])
+@pytest.mark.parametrize("algorithm", VARIANTS)
+def test_float32_accuracy_per_rank_is_as_measured(algorithm, rank, ic, extent):
+    """1-D and 3-D against the per-rank table (the worst over IC there, so the bound is
+    loose for IC 64 but still orders of magnitude below a wrong transform's error)."""
+    rng = np.random.default_rng(rank + ic + extent)
+    src = rng.standard_normal((1,) + (extent,) * rank + (ic,), dtype=np.float32)
+    weights = rng.standard_normal((3,) * rank + (ic, 16), dtype=np.float32)
+    reference = convlab.reference.convolve(src, weights, pads_begin=1, pads_end=1)
+    got = convlab.convolve(src, weights, pads_begin=1, pads_end=1, algorithm=algorithm)
+    error = np.linalg.norm(got - reference) / np.linalg.norm(reference)
+    bound = ACCURACY_MARGIN * winograd.MEASURED_RELATIVE_ERROR_BY_RANK[algorithm][rank]
+    assert error <= bound, f"{algorithm}: relative error {error:.3g} > {bound:.3g}"
+
+
+def test_default_precision_judges_each_rank_by_its_own_error():
+    """3-D F(6) rounds past the default bound (4.6e-5 measured), 2-D F(6) does not."""
+    for rank, admitted in ((2, True), (3, False)):
+        problem = convlab.make_problem((1,) + (12,) * rank + (64,), np.float32,
+                                       (3,) * rank + (64, 64), np.float32, pads_begin=1,
+                                       pads_end=1)
+        rows = {row.name: row for row in select.assess(problem, 2, "default")}
+        assert (rows["winograd6"].excluded is None) == admitted, rank
+        assert rows["winograd2"].excluded is None
 
 
 def test_accuracy_table_is_ordered_by_tile_size():

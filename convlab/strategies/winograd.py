@@ -94,6 +94,16 @@ MEASURED_RELATIVE_ERROR = {
     "winograd6": {16: 2.1e-06, 64: 3.3e-06, 256: 6.1e-06, 512: 8.5e-06},
 }
 
+# The worst relative error per spatial rank, over the IC of each table of
+# ``python bench/winograd_accuracy.py`` (1-D lengths 56, 1024; 2-D as above; 3-D extents
+# 6..16, IC 16..512). Three nested transforms round more than two: 3-D F(6) reaches 4.6e-5,
+# so precision="default" (bound 1e-5) judges every problem by its own rank's entry.
+MEASURED_RELATIVE_ERROR_BY_RANK = {
+    "winograd2": {1: 5.2e-07, 2: 6.9e-07, 3: 9.2e-07},
+    "winograd4": {1: 1.2e-06, 2: 2.9e-06, 3: 7.9e-06},
+    "winograd6": {1: 1.9e-06, 2: 8.5e-06, 3: 4.6e-05},
+}
+
 _workspace_bytes = WORKSPACE_BYTES
 
 
@@ -561,10 +571,10 @@ def cost_terms(m: int, problem, threads) -> tuple:
         terms["gemm_flops" + suffix] = terms["gemm_flops"] if suffix == other_rank else 0.0
         terms["transform_flops" + suffix] = (terms["transform_flops"] if suffix == other_rank
                                              else 0.0)
-    measured = MEASURED_RELATIVE_ERROR.get(f"winograd{m}") or {}
+    measured = MEASURED_RELATIVE_ERROR_BY_RANK[f"winograd{m}"]
     details = {"tile": m, "threads": threads,
                "workspace_bytes": workspace_bytes_used(m, problem, threads),
-               "float32_relative_error": max(measured.values()) if measured else None}
+               "float32_relative_error": measured.get(problem.rank, max(measured.values()))}
     return terms, details
 
 
@@ -575,12 +585,21 @@ def _make_cost(m: int):
     return cost
 
 
+def _make_relative_error(m: int):
+    by_rank = MEASURED_RELATIVE_ERROR_BY_RANK[f"winograd{m}"]
+
+    def relative_error(problem) -> float:
+        return by_rank.get(problem.rank, max(by_rank.values()))
+
+    return relative_error
+
+
 for _m in TILE_SIZES:
     register_algorithm(
         f"winograd{_m}", supports=_supports, cost=_make_cost(_m),
         prepare_weights=_make_prepare(_m),
         description=f"Winograd F({_m}x{_m}, 3x3) (1-D F({_m}, 3), 3-D nested): "
                     f"kernel 3, stride 1, dilation 1",
-        # the worst entry of the measured table decides what precision= admits
-        relative_error=max(MEASURED_RELATIVE_ERROR[f"winograd{_m}"].values()),
+        # the worst entry measured at the problem's rank decides what precision= admits
+        relative_error=_make_relative_error(_m),
     )(_make_run(_m))
