@@ -15,6 +15,7 @@ and back in :func:`user_dst`, at the API boundary only.
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 import operator
 import dataclasses
@@ -424,8 +425,11 @@ def make_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shape=
     """
     positional = (src_shape, src_dtype, weights_shape, weights_dtype, bias_shape, bias_dtype)
     try:
+        # None where None is the default says nothing: leaving it out of the key saves most
+        # of the key's cost, since a call names all of its many optional attributes.
         key = (tuple(map(_memo_key, positional)),
-               tuple((name, _memo_key(value)) for name, value in sorted(attributes.items())))
+               tuple((name, _memo_key(value)) for name, value in sorted(attributes.items())
+                     if value is not None or name not in _NONE_BY_DEFAULT))
     except _NotCacheable:
         return _build_problem(*positional, **attributes)
     return _cached_problem(key)
@@ -435,6 +439,11 @@ def make_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shape=
 def _cached_problem(key) -> ConvProblem:
     positional, attributes = key
     return _build_problem(*positional, **dict(attributes))
+
+
+def _none_by_default(function) -> frozenset:
+    return frozenset(name for name, parameter in inspect.signature(function).parameters.items()
+                     if parameter.kind is parameter.KEYWORD_ONLY and parameter.default is None)
 
 
 def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shape=None,
@@ -576,6 +585,9 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
         data_dilations=data_dilations, padding_mode=padding_mode,
         materialized_pads=materialized_pads,
     )
+
+
+_NONE_BY_DEFAULT = _none_by_default(_build_problem)
 
 
 def _check_mode_pads(padding_mode, extents, pads_begin, pads_end) -> None:
