@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import numpy_helper  # noqa: E402
 
 import convlab  # noqa: E402
+from onnx_cases import MODEL_ROOT, load_model_case, translate_attributes  # noqa: E402
 from conftest import (ALGORITHMS, assert_matches_reference, problem_of,  # noqa: E402
                       skip_unless_supported)
 
@@ -33,8 +33,6 @@ EXPECTED_CONV_MODELS = 26
 # (conftest.TOLERANCES), as in the grid.
 RTOL, ATOL = 1e-3, 1e-7
 
-MODEL_ROOT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data",
-                          "pytorch-converted")
 
 
 def _node_cases():
@@ -72,19 +70,7 @@ def test_every_shipped_conv_case_is_collected():
 
 def onnx_attributes(node, weights_shape):
     """convlab keywords for an ONNX Conv node."""
-    given = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    rank = len(weights_shape) - 2
-    kernel_shape = given.pop("kernel_shape", None)
-    if kernel_shape is not None:
-        assert tuple(kernel_shape) == tuple(weights_shape[2:]), "kernel_shape disagrees with W"
-    attributes = dict(data_format="NCX", weights_format="OIX",
-                      groups=given.pop("group", 1),
-                      strides=list(given.pop("strides", [1] * rank)),
-                      dilations=list(given.pop("dilations", [1] * rank)))
-    auto_pad = given.pop("auto_pad", b"NOTSET")
-    attributes["auto_pad"] = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-    pads = list(given.pop("pads", [0] * 2 * rank))
-    attributes["pads_begin"], attributes["pads_end"] = pads[:rank], pads[rank:]
+    attributes, given = translate_attributes(node, weights_shape, "NCX", "OIX")
     assert not given, f"untranslated ONNX attributes {sorted(given)}"
     return attributes
 
@@ -110,26 +96,6 @@ def test_onnx_node_case(algorithm, name):
     assert case.data_sets, name
     for inputs, outputs in case.data_sets:
         check(algorithm, [np.asarray(x) for x in inputs], np.asarray(outputs[0]), node, name)
-
-
-def load_model_case(path):
-    """(node, [src, weights, bias?], [expected outputs]) for one pytorch-converted model."""
-    model = onnx.load(os.path.join(path, "model.onnx"))
-    (node,) = model.graph.node
-    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    feeds = [i.name for i in model.graph.input if i.name not in initializers]
-    data_sets = sorted(glob.glob(os.path.join(path, "test_data_set_*")))
-    assert data_sets, f"{path} has no test_data_set_*"
-    for data_set in data_sets:
-        values = dict(initializers)
-        input_files = sorted(glob.glob(os.path.join(data_set, "input_*.pb")))
-        assert len(input_files) == len(feeds), data_set
-        for name, file in zip(feeds, input_files):
-            values[name] = numpy_helper.to_array(onnx.load_tensor(file))
-        outputs = [numpy_helper.to_array(onnx.load_tensor(file))
-                   for file in sorted(glob.glob(os.path.join(data_set, "output_*.pb")))]
-        assert len(outputs) == len(model.graph.output) == 1, data_set
-        yield node, [values[name] for name in node.input if name], outputs
 
 
 @pytest.mark.parametrize("path", CONV_MODELS, ids=os.path.basename)
