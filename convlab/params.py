@@ -441,6 +441,43 @@ def _cached_problem(key) -> ConvProblem:
     return _build_problem(*positional, **dict(attributes))
 
 
+def split_shapes(src_shape, weights_shape, data_format: str, weights_channels_first: bool):
+    """Check ranks and extents, and split the shapes by layout.
+
+    Returns ``(batch, src channels, spatial extents)``, ``(w0, w1, kernel extents)`` where
+    w0, w1 are the weights' two channel axes in the order the layout stores them from its
+    channel end ((OC, IC/G) for OIX and XIO, (IC, OC/G) for ConvTranspose's IOX and XOI),
+    and the spatial rank.
+    """
+    src_shape = tuple(int(d) for d in src_shape)
+    weights_shape = tuple(int(d) for d in weights_shape)
+    if len(src_shape) < 3:
+        raise ValueError(f"src has shape {src_shape} (rank {len(src_shape)}); expected rank "
+                         f">= 3: (N, C, spatial...) or (N, spatial..., C) for data_format="
+                         f"{data_format!r}")
+    rank = len(src_shape) - 2
+    if len(weights_shape) != rank + 2:
+        raise ValueError(f"weights has shape {weights_shape} (rank {len(weights_shape)}); "
+                         f"expected rank {rank + 2} to match src's {rank} spatial axes")
+    if data_format == "NCX":
+        batch, channels, spatial = src_shape[0], src_shape[1], src_shape[2:]
+    else:
+        batch, channels, spatial = src_shape[0], src_shape[-1], src_shape[1:-1]
+    if weights_channels_first:
+        w0, w1, kernel = weights_shape[0], weights_shape[1], weights_shape[2:]
+    else:
+        w0, w1, kernel = weights_shape[-1], weights_shape[-2], weights_shape[:-2]
+    for axis, extent in enumerate(spatial):
+        if extent < 1:
+            raise ValueError(f"src spatial axis {axis} has extent {extent}; expected >= 1")
+    for axis, extent in enumerate(kernel):
+        if extent < 1:
+            raise ValueError(f"weights kernel axis {axis} has extent {extent}; expected >= 1")
+    if channels < 1:
+        raise ValueError(f"src has IC={channels} channels; expected >= 1")
+    return (batch, channels, spatial), (w0, w1, kernel), rank
+
+
 def _none_by_default(function) -> frozenset:
     return frozenset(name for name, parameter in inspect.signature(function).parameters.items()
                      if parameter.kind is parameter.KEYWORD_ONLY and parameter.default is None)
@@ -459,34 +496,8 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
     if groups < 1:
         raise ValueError(f"groups={groups} must be >= 1")
 
-    src_shape = tuple(int(d) for d in src_shape)
-    weights_shape = tuple(int(d) for d in weights_shape)
-    if len(src_shape) < 3:
-        raise ValueError(f"src has shape {src_shape} (rank {len(src_shape)}); expected rank "
-                         f">= 3: (N, C, spatial...) or (N, spatial..., C) for data_format="
-                         f"{data_format!r}")
-    rank = len(src_shape) - 2
-    if len(weights_shape) != rank + 2:
-        raise ValueError(f"weights has shape {weights_shape} (rank {len(weights_shape)}); "
-                         f"expected rank {rank + 2} to match src's {rank} spatial axes")
-
-    if data_format == "NCX":
-        batch, in_channels, input_shape = src_shape[0], src_shape[1], src_shape[2:]
-    else:
-        batch, in_channels, input_shape = src_shape[0], src_shape[-1], src_shape[1:-1]
-    if weights_format == "OIX":
-        out_channels, icg, kernel_shape = weights_shape[0], weights_shape[1], weights_shape[2:]
-    else:
-        out_channels, icg, kernel_shape = weights_shape[-1], weights_shape[-2], weights_shape[:-2]
-
-    for axis, extent in enumerate(input_shape):
-        if extent < 1:
-            raise ValueError(f"src spatial axis {axis} has extent {extent}; expected >= 1")
-    for axis, extent in enumerate(kernel_shape):
-        if extent < 1:
-            raise ValueError(f"weights kernel axis {axis} has extent {extent}; expected >= 1")
-    if in_channels < 1:
-        raise ValueError(f"src has IC={in_channels} channels; expected >= 1")
+    (batch, in_channels, input_shape), (out_channels, icg, kernel_shape), rank = split_shapes(
+        src_shape, weights_shape, data_format, weights_format == "OIX")
     if out_channels < 1:
         raise ValueError(f"weights has OC={out_channels} output channels; expected >= 1")
     if in_channels % groups:

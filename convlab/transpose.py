@@ -131,33 +131,9 @@ def make_transpose_problem(src_shape, src_dtype, weights_shape, weights_dtype, b
     if groups < 1:
         raise ValueError(f"groups={groups} must be >= 1")
 
-    src_shape = tuple(int(d) for d in src_shape)
+    (batch, in_channels, input_shape), (w_in, ocg, kernel_shape), rank = params.split_shapes(
+        src_shape, weights_shape, data_format, weights_format == "IOX")
     weights_shape = tuple(int(d) for d in weights_shape)
-    if len(src_shape) < 3:
-        raise ValueError(f"src has shape {src_shape} (rank {len(src_shape)}); expected rank "
-                         f">= 3: (N, C, spatial...) or (N, spatial..., C) for data_format="
-                         f"{data_format!r}")
-    rank = len(src_shape) - 2
-    if len(weights_shape) != rank + 2:
-        raise ValueError(f"weights has shape {weights_shape} (rank {len(weights_shape)}); "
-                         f"expected rank {rank + 2} to match src's {rank} spatial axes")
-    if data_format == "NCX":
-        batch, in_channels, input_shape = src_shape[0], src_shape[1], src_shape[2:]
-    else:
-        batch, in_channels, input_shape = src_shape[0], src_shape[-1], src_shape[1:-1]
-    if weights_format == "IOX":
-        w_in, ocg, kernel_shape = weights_shape[0], weights_shape[1], weights_shape[2:]
-    else:
-        w_in, ocg, kernel_shape = weights_shape[-1], weights_shape[-2], weights_shape[:-2]
-
-    for axis, extent in enumerate(input_shape):
-        if extent < 1:
-            raise ValueError(f"src spatial axis {axis} has extent {extent}; expected >= 1")
-    for axis, extent in enumerate(kernel_shape):
-        if extent < 1:
-            raise ValueError(f"weights kernel axis {axis} has extent {extent}; expected >= 1")
-    if in_channels < 1:
-        raise ValueError(f"src has IC={in_channels} channels; expected >= 1")
     if ocg < 1:
         raise ValueError(f"weights has OC/G={ocg} output channels per group; expected >= 1")
     if in_channels % groups:
