@@ -139,15 +139,28 @@ def _load_note() -> str:
     return f" (1-minute load average {load:.1f} on {available_cores()} cores)"
 
 
+# Pause before each block of runs: longer than the spin periods of libgomp and OpenBLAS.
+IDLE_SECONDS = 0.02
+
+
 def _time_pair(first: Callable[[], object], second: Callable[[], object], repeats: int):
-    """Median seconds of each, alternating them so machine noise hits both alike."""
-    times: List[List[float]] = [[], []]
-    for _ in range(repeats):
-        for index, call in enumerate((first, second)):
+    """Median seconds of each, in blocks after a short pause.
+
+    Alternating the two call by call let the worker threads that one library's pool (OpenMP
+    or OpenBLAS) leaves spinning slow the other's next call 2-20x on 2 cores; a block of
+    runs after a pause times each as a program using it alone would see it.
+    """
+    medians = []
+    for call in (first, second):
+        time.sleep(IDLE_SECONDS)
+        call()
+        times = []
+        for _ in range(repeats):
             start = time.perf_counter()
             call()
-            times[index].append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
+            times.append(time.perf_counter() - start)
+        medians.append(statistics.median(times))
+    return medians[0], medians[1]
 
 
 # --------------------------------------------------------------------------- the demo
