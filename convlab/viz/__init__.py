@@ -32,7 +32,10 @@ Topics (one module each):
 * :mod:`convlab.viz.winograd`: F(m x m, 3 x 3) stage by stage on one tile, with the
   library's transforms and prepared weights, and its accuracy per tile size;
 * :mod:`convlab.viz.selection`: crossover maps of the automatic choice, from the
-  selector's estimates and from timed runs.
+  selector's estimates and from timed runs;
+* :mod:`convlab.viz.transpose`: transposed convolution as a scatter (found by running
+  :func:`convlab.conv_transpose` on one-hot inputs) and as a forward convolution of the
+  stretched input, and how many taps land on each output.
 """
 from convlab.viz.channels import channel_connectivity, plot_channel_groups
 from convlab.viz.im2col import (
@@ -54,6 +57,16 @@ from convlab.viz.selection import (
     plot_crossover_map,
 )
 from convlab.viz.selection import agreement as selector_agreement
+from convlab.viz.transpose import (
+    Scatter,
+    Stretched,
+    overlap_counts,
+    plot_overlap,
+    plot_scatter,
+    plot_stretched,
+    scatter_contributions,
+    stretched_view,
+)
 from convlab.viz.windows import Windows, animate_windows, plot_window, windows
 from convlab.viz.winograd import (
     WinogradStages,
@@ -65,12 +78,14 @@ from convlab.viz.winograd import plot_relative_errors as plot_winograd_relative_
 from convlab.viz.winograd import relative_errors as winograd_relative_errors
 
 __all__ = [
-    "ColumnMatrix", "CrossoverMap", "Layer", "PanelCost", "ReceptiveField", "Windows",
-    "WinogradStages", "animate_windows", "channel_connectivity", "column_matrix",
-    "crossover_map", "measured_map", "memory_order", "multiplication_counts", "panel_cost",
-    "plot_channel_groups", "plot_column_matrix", "plot_crossover_lines", "plot_crossover_map",
-    "plot_memory_layout", "plot_panel_chunks", "plot_receptive_field", "plot_window",
-    "plot_winograd_relative_errors", "plot_winograd_stages", "receptive_field", "save_gif",
-    "selector_agreement", "src_offsets", "to_html", "weights_offsets", "windows",
-    "winograd_relative_errors", "winograd_stages",
+    "ColumnMatrix", "CrossoverMap", "Layer", "PanelCost", "ReceptiveField", "Scatter",
+    "Stretched", "Windows", "WinogradStages", "animate_windows", "channel_connectivity",
+    "column_matrix", "crossover_map", "measured_map", "memory_order",
+    "multiplication_counts", "overlap_counts", "panel_cost", "plot_channel_groups",
+    "plot_column_matrix", "plot_crossover_lines", "plot_crossover_map",
+    "plot_memory_layout", "plot_overlap", "plot_panel_chunks", "plot_receptive_field",
+    "plot_scatter", "plot_stretched", "plot_window", "plot_winograd_relative_errors",
+    "plot_winograd_stages", "receptive_field", "save_gif", "scatter_contributions",
+    "selector_agreement", "src_offsets", "stretched_view", "to_html", "weights_offsets",
+    "windows", "winograd_relative_errors", "winograd_stages",
 ]
