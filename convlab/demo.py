@@ -139,28 +139,19 @@ def _load_note() -> str:
     return f" (1-minute load average {load:.1f} on {available_cores()} cores)"
 
 
-# Pause before each block of runs: longer than the spin periods of libgomp and OpenBLAS.
+# Pause between convlab's pass and NumPy's: longer than libgomp's spin period.
 IDLE_SECONDS = 0.02
 
 
-def _time_pair(first: Callable[[], object], second: Callable[[], object], repeats: int):
-    """Median seconds of each, in blocks after a short pause.
-
-    Alternating the two call by call let the worker threads that one library's pool (OpenMP
-    or OpenBLAS) leaves spinning slow the other's next call 2-20x on 2 cores; a block of
-    runs after a pause times each as a program using it alone would see it.
-    """
-    medians = []
-    for call in (first, second):
-        time.sleep(IDLE_SECONDS)
+def _time_block(call: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``repeats`` back-to-back calls, after one untimed call."""
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
         call()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - start)
-        medians.append(statistics.median(times))
-    return medians[0], medians[1]
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 # --------------------------------------------------------------------------- the demo
@@ -189,28 +180,34 @@ def run_demo(threads: Optional[int] = None, repeats: int = 5) -> int:
     worst = 0.0
     reduced = False
     timed_start = time.perf_counter()
+    cases = []
     with _blas_limit(n_threads):
+        # Two passes, convlab's layers and then the NumPy baseline's: OpenBLAS workers spin
+        # for about 0.1 s after a call, and alternating the two let them starve convlab's
+        # OpenMP threads (calls took whole 4 ms scheduler ticks on 2 cores).
         for index, layer in enumerate(layers):
             src, weights, _ = layer.arrays(seed=index)
             kwargs = layer.convolve_kwargs()
             algorithm = convlab.select_algorithm(src, weights, threads=n_threads, **kwargs)
-
             run_convlab = functools.partial(convlab.convolve, src, weights,
                                             threads=n_threads, **kwargs)
-            run_numpy = functools.partial(numpy_baseline, src, weights, **kwargs)
-
             warm = time.perf_counter()
             result = run_convlab()
-            worst = max(worst, _relative_error(result, run_numpy()))
             warm = time.perf_counter() - warm
-            left = TIME_BUDGET_SECONDS - (time.perf_counter() - timed_start)
+            left = TIME_BUDGET_SECONDS / 2 - (time.perf_counter() - timed_start)
             affordable = int(left / (len(layers) - index) / max(warm, 1e-9))
             runs = max(1, min(repeats, affordable))
-            mark = "*" if runs < repeats else " "
             reduced |= runs < repeats
-            t_convlab, t_numpy = _time_pair(run_convlab, run_numpy, runs)
+            cases.append((layer, src, weights, kwargs, algorithm, result, runs,
+                          _time_block(run_convlab, runs)))
+        time.sleep(IDLE_SECONDS)
+        for layer, src, weights, kwargs, algorithm, result, runs, t_convlab in cases:
+            run_numpy = functools.partial(numpy_baseline, src, weights, **kwargs)
+            worst = max(worst, _relative_error(result, run_numpy()))
+            t_numpy = _time_block(run_numpy, runs)
             flops = layer.flops()
             rows.append((layer, flops, t_convlab, t_numpy))
+            mark = "*" if runs < repeats else " "
             print(f"{layer.short_name:<17} {layer.multiplicity:>3} {flops / 1e9:>6.3f}  "
                   f"{algorithm:<10} {t_convlab * 1e3:>8.2f} {flops / t_convlab / 1e9:>8.1f}  "
                   f"{t_numpy * 1e3:>9.2f} {flops / t_numpy / 1e9:>8.1f}  "
