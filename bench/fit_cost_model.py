@@ -6,7 +6,8 @@
 Each algorithm's ``cost`` hook counts the work of a run as named terms (see
 ``convlab/cost_model.py``); the estimate is the sum of terms times per-term constants.
 This script times ``convlab.convolve(..., algorithm=name)`` (one-shot calls, as "auto"
-serves them) on the benchdnn suites at each thread count, then finds non-negative
+serves them; each algorithm's runs in a block after a pause) on the benchdnn suites at each
+thread count, then finds non-negative
 constants that minimise the squared *relative* error of the estimates (scipy's NNLS on
 rows scaled by 1/measured time), one algorithm at a time.
 
@@ -37,7 +38,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
 from convlab import cost_model, registry, select, shapes  # noqa: E402
-from convlab.benchmark import cpu_model, geo_mean, progress  # noqa: E402
+from convlab.benchmark import IDLE_SECONDS, cpu_model, geo_mean, progress  # noqa: E402
 from convlab.threads import available_cores  # noqa: E402
 
 DEFAULT_SUITES = "resnet_50,mobilenet_dw,vgg_19,googlenet_v2,3d_unet,1d,dilated"
@@ -82,10 +83,14 @@ def time_layer(layer, mb, threads, repeats, budget):
         call(name)  # warm-up: allocations, weight transforms, page faults
         first[name] = time.perf_counter() - start
     runs = max(3, min(repeats, int(budget / max(first.values()))))
+    # Blocks after a pause, as the bench times them (see convlab.benchmark.bench_layer):
+    # alternating call by call, one algorithm's spinning OpenMP or BLAS workers slowed the
+    # next one's call, and the fit learnt that contention instead of the algorithms.
     times = {name: [] for name in names}
-    for repeat in range(runs):
-        shift = repeat % len(names)
-        for name in names[shift:] + names[:shift]:
+    for name in names:
+        time.sleep(IDLE_SECONDS)
+        call(name)
+        for _ in range(runs):
             start = time.perf_counter()
             call(name)
             times[name].append(time.perf_counter() - start)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -58,3 +59,30 @@ def translate_attributes(node, weights_shape, data_format, weights_format):
         pads = list(given.pop("pads"))
         attributes["pads_begin"], attributes["pads_end"] = pads[:rank], pads[rank:]
     return attributes, given
+
+
+def node_case_runs(case):
+    """(inputs, expected output, node) for each data set of an onnx node test case."""
+    node = case.model.graph.node[0]
+    assert case.data_sets, case.name
+    for inputs, outputs in case.data_sets:
+        yield [np.asarray(x) for x in inputs], np.asarray(outputs[0]), node
+
+
+def attribute_kinds(nodes):
+    """Which translated attribute kinds the nodes exercise with a non-default value."""
+    seen = set()
+    for node in nodes:
+        for a in node.attribute:
+            value = onnx.helper.get_attribute_value(a)
+            if a.name == "pads" and len(set(value)) > 1:
+                seen.add("asymmetric pads")
+            elif a.name in ("strides", "dilations") and max(value) > 1:
+                seen.add(a.name)
+            elif a.name == "group" and value > 1:
+                seen.add("group")
+            elif a.name == "auto_pad" and value not in (b"NOTSET", "NOTSET"):
+                seen.add("auto_pad")
+            elif a.name in ("output_padding", "output_shape"):
+                seen.add(a.name)
+    return seen

@@ -20,7 +20,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import convlab  # noqa: E402
-from onnx_cases import MODEL_ROOT, load_model_case, translate_attributes  # noqa: E402
+from onnx_cases import (MODEL_ROOT, attribute_kinds, load_model_case,  # noqa: E402
+                        node_case_runs, translate_attributes)
 from conftest import (ALGORITHMS, assert_matches_reference, problem_of,  # noqa: E402
                       skip_unless_supported)
 
@@ -91,11 +92,8 @@ def check(algorithm, inputs, expected, node, label):
 @pytest.mark.parametrize("name", sorted(NODE_CASES))
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_onnx_node_case(algorithm, name):
-    case = NODE_CASES[name]
-    node = case.model.graph.node[0]
-    assert case.data_sets, name
-    for inputs, outputs in case.data_sets:
-        check(algorithm, [np.asarray(x) for x in inputs], np.asarray(outputs[0]), node, name)
+    for inputs, expected, node in node_case_runs(NODE_CASES[name]):
+        check(algorithm, inputs, expected, node, name)
 
 
 @pytest.mark.parametrize("path", CONV_MODELS, ids=os.path.basename)
@@ -107,18 +105,7 @@ def test_onnx_pytorch_converted_model(algorithm, path):
 
 def test_onnx_attribute_translation_covers_every_attribute_kind():
     """The shipped cases exercise each translated attribute, so translation bugs would show."""
-    seen = set()
     nodes = [case.model.graph.node[0] for case in NODE_CASES.values()]
     nodes += [onnx.load(os.path.join(p, "model.onnx")).graph.node[0] for p in CONV_MODELS]
-    for node in nodes:
-        for a in node.attribute:
-            value = onnx.helper.get_attribute_value(a)
-            if a.name == "pads" and len(set(value)) > 1:
-                seen.add("asymmetric pads")
-            elif a.name in ("strides", "dilations") and max(value) > 1:
-                seen.add(a.name)
-            elif a.name == "group" and value > 1:
-                seen.add("group")
-            elif a.name == "auto_pad" and value not in (b"NOTSET", "NOTSET"):
-                seen.add("auto_pad")
+    seen = attribute_kinds(nodes)
     assert seen == {"asymmetric pads", "strides", "dilations", "group", "auto_pad"}
