@@ -99,8 +99,10 @@ def _supports(problem):
     return None
 
 
-# Output pixels that share one read of the weights: the microkernels' register blocks hold
-# up to 8 (AVX-512) to 12 (AVX2) pixels; see CL_DENSE_PMAX_TABLE in direct_microkernel.h.
+# Output pixels that share one read of the weights. The register blocks hold up to 12
+# pixels (AVX-512 with 1-2 channel vectors, AVX2 with 1) and 4-8 at baseline (the
+# CL_DENSE_PMAX_TABLEs in direct_microkernel.h); edges and wider vector counts take fewer.
+# Only the term's scale depends on it, and the fitted constant absorbs that.
 PIXELS_PER_BLOCK = 8
 # Half of this machine's 2 MiB L2 per core: beyond it, streamed weights come from L3.
 CACHED_WEIGHT_BYTES = 1 * 2**20
