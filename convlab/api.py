@@ -149,16 +149,18 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
 
 
 def resolve_for_call(algorithm, problem: ConvProblem, n_threads: int, precision: str, src,
-                     bias, prepared_for: Callable):
-    """:func:`select.resolve`, plus the timing run that "tune" needs on its first call."""
+                     bias, prepared_for: Callable, prepared: bool = False):
+    """:func:`select.resolve`, plus the timing run that "tune" needs on its first call.
+    ``prepared``: the caller (a plan) prepares the weights once (see :func:`select.choose`)."""
     try:
-        return select.resolve(algorithm, problem, n_threads, precision)
+        return select.resolve(algorithm, problem, n_threads, precision, prepared)
     except LookupError:
         pass
     names = [c.name for c in select.contenders(select.assess(problem, n_threads, precision))]
     if problem.batch == 0 or len(names) == 1:
         # Nothing to time, or nothing to choose between: take auto's pick, remember nothing.
-        return get_algorithm(select.choose(problem, n_threads, precision=precision))
+        return get_algorithm(select.choose(problem, n_threads, precision=precision,
+                                           prepared=prepared))
     src_canonical = params.canonical_src(src, problem)
     scratch = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
                        dtype=problem.dtype)

@@ -20,6 +20,9 @@ from convlab.registry import Estimate
 
 CONSTANTS_FILE = "cost_constants.json"
 
+# Terms a plan pays once, when it prepares the weights, rather than on every call.
+PREPARATION_TERMS = ("weight_pack_bytes", "weight_transform_flops")
+
 
 @functools.lru_cache(maxsize=1)
 def fitted() -> Dict:
@@ -62,3 +65,14 @@ def estimate(algorithm: str, threads: int, terms: Mapping[str, float],
 
 def _round(value: float) -> float:
     return float(f"{value:.4g}")
+
+
+def seconds(estimate: Estimate, prepared: bool = False) -> float:
+    """The estimate of one call; with ``prepared``, of a call on prepared weights (a plan's),
+    leaving out the :data:`PREPARATION_TERMS`."""
+    if not prepared:
+        return estimate.seconds
+    terms = estimate.inputs.get("terms", {})
+    per_unit = estimate.inputs.get("seconds_per_unit", {})
+    return estimate.seconds - sum(terms[name] * per_unit[name] for name in PREPARATION_TERMS
+                                  if name in terms)

@@ -122,7 +122,8 @@ class Convolution:
                         chosen = resolve_for_call(
                             self._algorithm, problem, n_threads, self._precision, src,
                             params.canonical_bias(bias, problem),
-                            lambda algorithm: self._prepared_weights(problem, algorithm))
+                            lambda algorithm: self._prepared_weights(problem, algorithm),
+                            prepared=True)
                     entry = (problem, chosen)
                     self._choices[key] = entry
         return entry

@@ -87,20 +87,25 @@ def contenders(rows: List[Candidate]) -> List[Candidate]:
 
 
 def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] = None,
-           precision: str = "default") -> str:
+           precision: str = "default", prepared: bool = False) -> str:
+    """The contender with the lowest estimate. ``prepared=True`` is a plan's choice: its
+    weights are packed or transformed once, so those terms of the estimates do not count."""
     if rows is None:
-        return _cached_choice(problem, threads, precision, registry.generation())
-    return min(contenders(rows), key=lambda row: row.estimate.seconds).name
+        return _cached_choice(problem, threads, precision, registry.generation(), prepared)
+    return min(contenders(rows),
+               key=lambda row: cost_model.seconds(row.estimate, prepared)).name
 
 
 @functools.lru_cache(maxsize=1024)
-def _cached_choice(problem: ConvProblem, threads: int, precision: str, generation: int) -> str:
+def _cached_choice(problem: ConvProblem, threads: int, precision: str, generation: int,
+                   prepared: bool = False) -> str:
     """Every cost hook runs once per (problem, threads, precision); later calls hit the cache.
     ``generation`` keys out choices made before the registry changed."""
-    return choose(problem, threads, assess(problem, threads, precision), precision)
+    return choose(problem, threads, assess(problem, threads, precision), precision, prepared)
 
 
-def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "default") -> Algorithm:
+def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "default",
+            prepared: bool = False) -> Algorithm:
     """The algorithm a call runs: "auto" chooses; a name is checked against the problem.
 
     "tune" resolves here only once tuned; :func:`convlab.api.convolve` times the
@@ -110,7 +115,7 @@ def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "def
         raise TypeError(f"algorithm={algorithm!r} must be a string: 'auto', 'tune' or a "
                         f"registered name")
     if algorithm == "auto":
-        return get_algorithm(choose(problem, threads, precision=precision))
+        return get_algorithm(choose(problem, threads, precision=precision, prepared=prepared))
     if algorithm == "tune":
         entry = tune.tuned(problem, threads, precision)
         if entry is None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import cost_model, registry
+from convlab import cost_model, registry, select
 
 PROBLEMS = [
     ((1, 8, 8, 16), (3, 3, 16, 16), {"pads_begin": 1, "pads_end": 1}),
@@ -57,3 +57,21 @@ def test_constants_are_non_negative_and_cite_their_run():
             assert all(v >= 0 for v in constants.values()), name
     assert "fit_cost_model" in cost_model.source()
     assert all(set(by_threads) >= {"1", "2"} for by_threads in stored["constants"].values())
+
+
+def test_a_plan_chooses_without_the_per_call_weight_preparation():
+    """Plans pack or transform weights once, so their estimates leave those terms out."""
+    problem = convlab.make_problem((1, 7, 7, 512), np.float32, (1, 1, 512, 2048), np.float32)
+    estimate = registry.get_algorithm("direct").cost(problem, 2)
+    terms, per_unit = estimate.inputs["terms"], estimate.inputs["seconds_per_unit"]
+    preparation = terms["weight_pack_bytes"] * per_unit["weight_pack_bytes"]
+    assert preparation > 0
+    assert cost_model.seconds(estimate, prepared=True) == pytest.approx(
+        estimate.seconds - preparation)
+    assert cost_model.seconds(estimate) == estimate.seconds
+    rows = select.assess(problem, 2)
+    prepared_pick = select.choose(problem, 2, rows, prepared=True)
+    assert prepared_pick == min(select.contenders(rows),
+                                key=lambda r: cost_model.seconds(r.estimate, True)).name
+    plan = convlab.Convolution(np.zeros((1, 1, 512, 2048), np.float32), threads=2)
+    assert plan.algorithm_for(np.zeros((1, 7, 7, 512), np.float32)) == prepared_pick
