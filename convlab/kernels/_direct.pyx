@@ -17,6 +17,7 @@ import os
 import numpy as _np
 
 cimport cython
+from libc.string cimport memcpy, memset
 from cython.parallel cimport prange
 
 ctypedef fused real:
@@ -133,13 +134,19 @@ def pack_dense(const real[:, :, ::1] weights, Py_ssize_t padded):
         raise ValueError(f"padded={padded} must be >= OCg={OCg}")
     out = _aligned_empty(G * T, padded, real is float)
     cdef real[:, ::1] o = out
+    if G * T == 0:
+        return out
+    # Row copies by memcpy: a one-shot call packs on every call, and on weight-heavy layers
+    # (ResNet-50 res5: 4 MB of weights, 49 output pixels) the element loop took about half
+    # of the call.
     with nogil:
-        for g in range(G):
-            for t in range(T):
-                for c in range(OCg):
-                    o[g * T + t, c] = weights[g, t, c]
-                for c in range(OCg, padded):
-                    o[g * T + t, c] = 0
+        if padded == OCg:
+            memcpy(&o[0, 0], &weights[0, 0, 0], G * T * OCg * sizeof(real))
+        else:
+            for g in range(G):
+                for t in range(T):
+                    memcpy(&o[g * T + t, 0], &weights[g, t, 0], OCg * sizeof(real))
+                    memset(&o[g * T + t, OCg], 0, (padded - OCg) * sizeof(real))
     return out
 
 
