@@ -222,6 +222,22 @@ cdef int _check_extents(const cl_geom *g) except -1:
     return 0
 
 
+cdef void _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, real *dp,
+                     int threads) noexcept nogil:
+    """Cut the call into work items (``cl_plan``) and run them on up to ``threads`` threads.
+    Called without the GIL, so other Python threads run while a kernel does."""
+    cdef Py_ssize_t item
+    cdef int nthreads = threads if threads > 0 else 1
+    cdef Py_ssize_t nitems = cl_plan(g, _isa, nthreads, sizeof(real))
+    if nthreads > nitems:
+        nthreads = <int>nitems
+    for item in prange(nitems, num_threads=nthreads, schedule="static"):
+        if real is float:
+            cl_item_f32(g, sp, wp, bp, dp, item)
+        else:
+            cl_item_f64(g, sp, wp, bp, dp, item)
+
+
 def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] weights,
                 const real[:, ::1] bias, real[:, :, :, :, ::1] dst,
                 strides, dilations, pads_begin, int threads):
@@ -231,12 +247,6 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
     (padded like the weights), dst (N, OD, OH, OW, OC) with OC = G * OCg, written in full.
     """
     cdef cl_geom g
-    cdef Py_ssize_t item, nitems
-    cdef const real *sp
-    cdef const real *wp
-    cdef const real *bp
-    cdef real *dp
-    cdef int nthreads
     if not _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin):
         return
     g.G = weights.shape[0]
@@ -267,20 +277,9 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
     cdef const real[::1] zv = zeros
     g.zeros = &zv[0]
 
-    nthreads = threads if threads > 0 else 1
-    nitems = cl_plan(&g, _isa, nthreads, sizeof(real))
-    sp = &src[0, 0, 0, 0, 0]
-    wp = &weights[0, 0, 0, 0, 0, 0]
-    bp = &bias[0, 0]
-    dp = &dst[0, 0, 0, 0, 0]
-    if nthreads > nitems:
-        nthreads = <int>nitems
     with nogil:
-        for item in prange(nitems, num_threads=nthreads, schedule="static"):
-            if real is float:
-                cl_item_f32(&g, sp, wp, bp, dp, item)
-            else:
-                cl_item_f64(&g, sp, wp, bp, dp, item)
+        _run_items(&g, &src[0, 0, 0, 0, 0], &weights[0, 0, 0, 0, 0, 0], &bias[0, 0],
+                   &dst[0, 0, 0, 0, 0], threads)
 
 
 def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] weights,
@@ -292,12 +291,6 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
     weights), dst (N, OD, OH, OW, C), written in full.
     """
     cdef cl_geom g
-    cdef Py_ssize_t item, nitems
-    cdef const real *sp
-    cdef const real *wp
-    cdef const real *bp
-    cdef real *dp
-    cdef int nthreads
     if not _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin):
         return
     g.KD = weights.shape[0]
@@ -322,20 +315,9 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
     if bias.shape[0] != g.OCgp:
         raise ValueError(f"bias has shape ({bias.shape[0]},); expected ({g.OCgp},)")
 
-    nthreads = threads if threads > 0 else 1
-    nitems = cl_plan(&g, _isa, nthreads, sizeof(real))
-    sp = &src[0, 0, 0, 0, 0]
-    wp = &weights[0, 0, 0, 0]
-    bp = &bias[0]
-    dp = &dst[0, 0, 0, 0, 0]
-    if nthreads > nitems:
-        nthreads = <int>nitems
     with nogil:
-        for item in prange(nitems, num_threads=nthreads, schedule="static"):
-            if real is float:
-                cl_item_f32(&g, sp, wp, bp, dp, item)
-            else:
-                cl_item_f64(&g, sp, wp, bp, dp, item)
+        _run_items(&g, &src[0, 0, 0, 0, 0], &weights[0, 0, 0, 0], &bias[0],
+                   &dst[0, 0, 0, 0, 0], threads)
 
 
 def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssize_t oc,
