@@ -162,8 +162,7 @@ def resolve_for_call(algorithm, problem: ConvProblem, n_threads: int, precision:
         return get_algorithm(select.choose(problem, n_threads, precision=precision,
                                            prepared=prepared))
     src_canonical = params.canonical_src(src, problem)
-    scratch = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
-                       dtype=problem.dtype)
+    scratch = np.empty(problem.canonical_dst_shape, dtype=problem.dtype)
 
     def run_once(name):
         candidate = get_algorithm(name)
@@ -188,8 +187,7 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
     if writes_in_place:
         dst = out
     else:
-        dst = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
-                       dtype=problem.dtype)
+        dst = np.empty(problem.canonical_dst_shape, dtype=problem.dtype)
     if problem.batch > 0:
         chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads)
     if writes_in_place:
@@ -217,7 +215,7 @@ def _finish(problem: ConvProblem, acc: np.ndarray, out, ops, requant) -> np.ndar
 def execute_quantized(problem: ConvProblem, algorithm: str, src: np.ndarray, weights, q,
                       ops, out, n_threads: int) -> np.ndarray:
     """An 8-bit problem: int32 accumulation by ``algorithm``, then the float stage if any."""
-    acc = np.empty((problem.batch, *problem.output_shape, problem.out_channels), np.int32)
+    acc = np.empty(problem.canonical_dst_shape, np.int32)
     if problem.batch > 0:
         quantized.accumulate(algorithm, problem, quantized.shifted_src(src, problem, q),
                              weights, q.int_bias, acc, n_threads)

@@ -142,6 +142,11 @@ class ConvProblem:
         return _data_shape(self.batch, self.out_channels, self.output_shape, self.data_format)
 
     @property
+    def canonical_dst_shape(self) -> Tuple[int, ...]:
+        """dst shape in the canonical (N, O..., OC) layout the kernels write."""
+        return (self.batch, *self.output_shape, self.out_channels)
+
+    @property
     def weights_shape(self) -> Tuple[int, ...]:
         """weights shape in the user's weights_format."""
         return _weights_shape(self.out_channels, self.in_channels_per_group,

@@ -185,7 +185,7 @@ class Convolution:
 def _lean_runner(problem: ConvProblem, chosen, prepared, bias, n_threads: int):
     """``execute`` for one decided case (no out=, no post-ops or output stage, N > 0),
     without re-deciding any of it: on a small layer each skipped check is a few percent."""
-    dst_shape = (problem.batch, *problem.output_shape, problem.out_channels)
+    dst_shape = problem.canonical_dst_shape
     channels_last = problem.data_format == "NXC"
 
     def run(src: np.ndarray) -> np.ndarray:
