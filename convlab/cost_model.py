@@ -58,13 +58,9 @@ def estimate(algorithm: str, threads: int, terms: Mapping[str, float],
     constants = constants_for(algorithm, threads)
     seconds = sum(constants[name] * value for name, value in terms.items())
     inputs = dict(details)
-    inputs["terms"] = {name: _round(value) for name, value in terms.items()}
+    inputs["terms"] = dict(terms)
     inputs["seconds_per_unit"] = {name: constants[name] for name in terms}
     return Estimate(seconds, inputs)
-
-
-def _round(value: float) -> float:
-    return float(f"{value:.4g}")
 
 
 def seconds(estimate: Estimate, prepared: bool = False) -> float:

@@ -33,7 +33,7 @@ def test_estimate_is_the_sum_of_terms_times_fitted_constants(name, src_shape, we
     assert set(terms) == set(cost_model.constants_for(name, threads)), "counting and fit disagree"
     assert all(value >= 0 and math.isfinite(value) for value in terms.values())
     want = sum(per_unit[t] * v for t, v in terms.items())
-    assert estimate.seconds == pytest.approx(want, rel=1e-3)
+    assert estimate.seconds == pytest.approx(want, rel=1e-12)
     assert 0 < estimate.seconds < math.inf
 
 
