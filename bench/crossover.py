@@ -4,8 +4,8 @@
 
 A grid of square float32 convolutions at batch 1 (IC = OC = C, H = W = size; 3x3 stride 1
 pads 1 by default, or ``--kernel 1`` for 1x1) is timed with every auto contender at each
-thread count, interleaved within each repeat. Each cell of the left maps shows the measured
-fastest algorithm; the right maps show what ``convlab.select_algorithm`` picks, with the
+thread count, each in a block of runs after a pause (as ``python -m convlab bench`` does).
+Each cell of the left maps shows the measured fastest algorithm; the right maps show what ``convlab.select_algorithm`` picks, with the
 regret of that pick (its measured time over the fastest) printed in the cell. The summary
 line says how often auto is right, as SciPy's ``choose_conv_method`` documents its accuracy.
 """
@@ -16,7 +16,6 @@ import csv
 import pathlib
 import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -25,7 +24,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
 from convlab import registry  # noqa: E402
-from convlab.benchmark import cpu_model, geo_mean  # noqa: E402
+from convlab.benchmark import cpu_model, geo_mean, time_block  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -50,16 +49,9 @@ def time_point(channels, size, kernel, threads, repeats):
     kwargs = dict(pads_begin=pad, pads_end=pad)
     problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype, **kwargs)
     names = [a.name for a in registry.registered() if a.auto and a.supports(problem) is None]
-    for name in names:
-        convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
-    times = {name: [] for name in names}
-    for repeat in range(repeats):
-        shift = repeat % len(names)
-        for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
-            times[name].append(time.perf_counter() - start)
-    medians = {name: statistics.median(values) for name, values in times.items()}
+    medians = {name: statistics.median(time_block(
+        lambda: convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs),
+        repeats)) for name in names}
     pick = convlab.select_algorithm(src, weights, threads=threads, **kwargs)
     return medians, pick
 

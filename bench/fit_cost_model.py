@@ -37,8 +37,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import cost_model, registry, select, shapes  # noqa: E402
-from convlab.benchmark import IDLE_SECONDS, cpu_model, geo_mean, progress  # noqa: E402
+from convlab import cost_model, registry, shapes  # noqa: E402
+from convlab.benchmark import cpu_model, geo_mean, progress, time_block  # noqa: E402
 from convlab.threads import available_cores  # noqa: E402
 
 DEFAULT_SUITES = "resnet_50,mobilenet_dw,vgg_19,googlenet_v2,3d_unet,1d,dilated"
@@ -67,7 +67,7 @@ def contenders():
 
 
 def time_layer(layer, mb, threads, repeats, budget):
-    """Median seconds of each supporting algorithm, runs interleaved in rotating order."""
+    """Median seconds of each supporting algorithm, each timed in a block after a pause."""
     src, weights, _ = layer.arrays(mb, seed=0)
     kwargs = layer.convolve_kwargs()
     problem = convlab.params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
@@ -86,15 +86,9 @@ def time_layer(layer, mb, threads, repeats, budget):
     # Blocks after a pause, as the bench times them (see convlab.benchmark.bench_layer):
     # alternating call by call, one algorithm's spinning OpenMP or BLAS workers slowed the
     # next one's call, and the fit learnt that contention instead of the algorithms.
-    times = {name: [] for name in names}
-    for name in names:
-        time.sleep(IDLE_SECONDS)
-        call(name)
-        for _ in range(runs):
-            start = time.perf_counter()
-            call(name)
-            times[name].append(time.perf_counter() - start)
-    return problem, {name: statistics.median(values) for name, values in times.items()}, runs
+    medians = {name: statistics.median(time_block(lambda: call(name), runs))
+               for name in names}
+    return problem, medians, runs
 
 
 def collect(args):

@@ -283,13 +283,7 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
                 _time_once(contender)
         return contenders
     for contender in runnable:
-        # Let the previous contender's thread pool go idle first: OpenMP and OpenBLAS
-        # workers spin for a while after a call, and on 2 cores a spinning pool of another
-        # library slowed the next call 2-20x when contenders alternated call by call.
-        time.sleep(IDLE_SECONDS)
-        contender.call()
-        for _ in range(repeats):
-            _time_once(contender)
+        contender.times.extend(time_block(contender.call, repeats))
     return contenders
 
 
@@ -297,6 +291,24 @@ def _time_once(contender) -> None:
     start = time.perf_counter()
     contender.call()
     contender.times.append(time.perf_counter() - start)
+
+
+def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SECONDS
+               ) -> List[float]:
+    """Seconds of ``repeats`` back-to-back calls, after a pause and one untimed call.
+
+    The pause lets the previous contender's thread pool go idle: OpenMP and OpenBLAS
+    workers spin for a while after a call, and on 2 cores a spinning pool of another
+    library slowed the next call 2-20x when contenders alternated call by call.
+    """
+    time.sleep(pause)
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def geo_mean(values):

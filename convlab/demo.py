@@ -13,12 +13,13 @@ import math
 import os
 import statistics
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 import convlab
 from convlab import shapes
+from convlab.benchmark import IDLE_SECONDS, time_block
 from convlab.threads import available_cores, effective_threads
 
 SUITE = "resnet_50"
@@ -139,21 +140,6 @@ def _load_note() -> str:
     return f" (1-minute load average {load:.1f} on {available_cores()} cores)"
 
 
-# Pause between convlab's pass and NumPy's: longer than libgomp's spin period.
-IDLE_SECONDS = 0.02
-
-
-def _time_block(call: Callable[[], object], repeats: int) -> float:
-    """Median seconds of ``repeats`` back-to-back calls, after one untimed call."""
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 # --------------------------------------------------------------------------- the demo
 
 def run_demo(threads: Optional[int] = None, repeats: int = 5) -> int:
@@ -199,12 +185,12 @@ def run_demo(threads: Optional[int] = None, repeats: int = 5) -> int:
             runs = max(1, min(repeats, affordable))
             reduced |= runs < repeats
             cases.append((layer, src, weights, kwargs, algorithm, result, runs,
-                          _time_block(run_convlab, runs)))
+                          statistics.median(time_block(run_convlab, runs, pause=0))))
         time.sleep(IDLE_SECONDS)
         for layer, src, weights, kwargs, algorithm, result, runs, t_convlab in cases:
             run_numpy = functools.partial(numpy_baseline, src, weights, **kwargs)
             worst = max(worst, _relative_error(result, run_numpy()))
-            t_numpy = _time_block(run_numpy, runs)
+            t_numpy = statistics.median(time_block(run_numpy, runs, pause=0))
             flops = layer.flops()
             rows.append((layer, flops, t_convlab, t_numpy))
             mark = "*" if runs < repeats else " "
