@@ -119,13 +119,13 @@ def cost_terms(problem, threads) -> dict:
     """
     itemsize = problem.dtype.itemsize
     lanes = 64 // itemsize
-    r = problem.rank
+    # the cut of the call run_direct makes (a 1x1 layer as one image of N * prod(I) pixels)
+    src_shape, dst_shape, strides, dilations, pads = _kernel_geometry(problem)
     cut = _direct.plan_summary(
-        problem.batch, lift_spatial(problem.input_shape, r, 1), problem.in_channels,
-        lift_spatial(problem.kernel_shape, r, 1), problem.out_channels,
-        lift_spatial(problem.output_shape, r, 1), problem.groups,
-        lift_spatial(problem.strides, r, 1), lift_spatial(problem.dilations, r, 1),
-        lift_spatial(problem.pads_begin, r, 0), is_depthwise(problem), itemsize, threads)
+        src_shape[0], src_shape[1:-1], problem.in_channels,
+        lift_spatial(problem.kernel_shape, problem.rank, 1), problem.out_channels,
+        dst_shape[1:-1], problem.groups, strides, dilations, pads, is_depthwise(problem),
+        itemsize, threads)
     # the kernel starts no more threads than it has work items
     threads = max(1, min(threads, cut["items"]))
     if is_depthwise(problem):
