@@ -53,7 +53,7 @@ if use_openmp:
     compile_args.append("-fopenmp")
     link_args.append("-fopenmp")
 
-kernel_names = ["_direct", "_runtime", "_winograd", "_im2col", "_int8"]
+kernel_names = ["_epilogue", "_direct", "_runtime", "_winograd", "_im2col", "_int8"]
 extensions = [
     Extension(
         f"convlab.kernels.{name}",
@@ -61,6 +61,8 @@ extensions = [
         include_dirs=[numpy.get_include(), "convlab/kernels"],
         extra_compile_args=compile_args,
         extra_link_args=link_args,
+        # the post-op epilogues (epilogue.h) call libm's exp, tanh, erf, ...
+        libraries=[] if sys.platform == "win32" else ["m"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
     )
     for name in kernel_names

@@ -176,19 +176,27 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
     """Run a resolved algorithm on validated arrays: the part shared by one-shot calls and plans.
 
     ``out`` is already checked; ``prepared`` are the algorithm's prepared weights and
-    ``bias`` is canonical. The kernel writes straight into ``out`` when it is NXC and
-    C-contiguous and nothing follows the kernel; otherwise into a canonical buffer that the
-    output stage (post-ops, half conversion: :func:`convlab.postops.finish`) or a copy
-    turns into the user's dst.
+    ``bias`` is canonical. Post-ops go into the kernel's epilogue when the algorithm fuses
+    them (:func:`convlab.postops.epilogue`). The kernel writes straight into ``out`` when it
+    is NXC and C-contiguous and nothing follows the kernel; otherwise into a canonical
+    buffer that the output stage (post-ops not fused, half conversion:
+    :func:`convlab.postops.finish`) or a copy turns into the user's dst.
     """
-    staged = postops.needs_stage(problem, ops, None)
+    epilogue = postops.epilogue(problem, ops, chosen, out) if ops else None
+    staged = epilogue is None and postops.needs_stage(problem, ops, None)
     writes_in_place = (not staged and out is not None and problem.data_format == "NXC"
                        and out.flags.c_contiguous)
     if writes_in_place:
         dst = out
+    elif epilogue is not None and epilogue.has_sum:
+        # the fused sum reads the prior dst from the kernel's own buffer
+        dst = np.ascontiguousarray(params.canonical_view(out, problem))
     else:
         dst = np.empty(problem.canonical_dst_shape, dtype=problem.dtype)
-    if problem.batch > 0:
+    if epilogue is not None and problem.batch > 0:
+        chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads,
+                   epilogue=epilogue)
+    elif problem.batch > 0:
         chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads)
     if writes_in_place:
         return out

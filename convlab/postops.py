@@ -11,6 +11,11 @@
 * binary: ``("add" | "mul" | "max" | "min", tensor)``, ``tensor`` broadcasting against dst
   in the caller's ``data_format``.
 
+Float32 and float64 problems have their post-ops fused into the kernel when the chosen
+algorithm can (:func:`epilogue`, ``fuse_post_ops`` in the registry): the kernel applies
+them to each block of dst it finishes, while the block is in cache. Otherwise, and for
+half and 8-bit problems, :func:`finish` applies them.
+
 :func:`finish` is the output stage: it turns the algorithm's accumulator buffer into the
 returned dst, one chunk of output rows at a time (about ``CHUNK_ELEMENTS`` elements, so
 a chunk's temporaries stay in L2): for an 8-bit problem the src/weights zero points are
@@ -271,6 +276,50 @@ def finish(problem: ConvProblem, acc: np.ndarray, result: np.ndarray, ops,
             # round half to even, then saturate; in float64 so that int32's limits are exact
             y = np.clip(np.rint(y.astype(np.float64)), info.min, info.max)
         result[index] = y
+
+
+def fusion_blocker(problem: ConvProblem, ops) -> Optional[str]:
+    """Why this chain cannot run in a kernel epilogue whatever the algorithm, or None."""
+    if problem.result_dtype is not None or problem.dtype not in (np.float32, np.float64):
+        return f"{problem.output_dtype} results are converted in the output stage"
+    if any(op.name == "sum" for op in ops[1:]):
+        # a kernel overwrites dst as it goes: only a leading sum can read the prior dst
+        # first (it seeds the accumulation), as in oneDNN's conv + sum + eltwise
+        return "a sum after another post-op is applied in the output stage"
+    return None
+
+
+def epilogue(problem: ConvProblem, ops, algorithm, out=None):
+    """``ops`` as a kernel epilogue for ``algorithm``, or None when they are not fused
+    (no post-ops, see :func:`fusion_blocker`, or the algorithm's ``fuse_post_ops``)."""
+    if not ops or algorithm.fuse_post_ops is None or fusion_blocker(problem, ops):
+        return None
+    has_sum = ops[0].name == "sum"
+    if not algorithm.fuse_post_ops(problem, has_sum):
+        return None
+    from convlab.kernels._epilogue import Epilogue
+
+    shape = (problem.batch, problem.output_size, problem.out_channels)
+    chain = [(op.name, op.parameters,
+              None if op.operand is None else _kernel_operand(op.operand, problem, out))
+             for op in ops[has_sum:]]
+    return Epilogue(chain, ops[0].parameters[0] if has_sum else None, shape, problem.dtype)
+
+
+def _kernel_operand(view: np.ndarray, problem: ConvProblem, out) -> np.ndarray:
+    """A binary operand's canonical broadcast view as (N or 1, pixels or 1, OC or 1) in the
+    problem's dtype, the layout the epilogue indexes."""
+    n, channels = view.shape[0], view.shape[-1]
+    if not any(view.strides[1:-1]):
+        # the same values at every pixel (per channel or scalar): keep one pixel
+        operand = view[(slice(None),) + (0,) * problem.rank + (slice(None),)][:, None, :]
+    else:
+        operand = np.ascontiguousarray(view).reshape(n, -1, channels)
+    operand = operand.astype(problem.dtype, copy=False)
+    if out is not None and np.may_share_memory(operand, out):
+        # the kernel writes out block by block while it reads the operand
+        operand = operand.copy()
+    return operand
 
 
 def describe(ops) -> Any:

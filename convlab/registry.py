@@ -16,6 +16,12 @@ An algorithm is a name and four callables:
     input shape, so it may depend on the weights and attributes, never on the src
     extents or the batch.
 
+``fuse_post_ops(problem, has_sum)``, optional
+    True when ``run`` takes an ``epilogue=`` keyword (a
+    :class:`convlab.kernels._epilogue.Epilogue`) and applies that post-op chain itself,
+    block by block as it writes dst (``has_sum``: the chain starts with a sum, which
+    reads dst's prior contents). Without it, post-ops run in a separate output stage.
+
 An algorithm that rounds differently from a plain sum of products (Winograd's
 transforms) declares its measured float32 relative error as ``relative_error``;
 ``precision="highest"`` then keeps it out of "auto" and "tune".
@@ -62,6 +68,7 @@ class Algorithm:
     # is not that of a plain sum of products; None for those that sum plainly. Either a
     # number, or a function of the problem when the error depends on it (Winograd's rank).
     relative_error: Union[None, float, Callable[[ConvProblem], float]] = None
+    fuse_post_ops: Optional[Callable[[ConvProblem, bool], bool]] = None
 
     def relative_error_for(self, problem: ConvProblem) -> Optional[float]:
         error = self.relative_error
@@ -80,7 +87,7 @@ def generation() -> int:
 
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
                        auto: bool = True, description: str = "",
-                       relative_error=None, replace: bool = False):
+                       relative_error=None, fuse_post_ops=None, replace: bool = False):
     """Add an algorithm to the registry.
 
     Use it as a decorator on the run function::
@@ -104,7 +111,8 @@ def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_w
         _add(Algorithm(name=name, run=run, supports=supports or _always,
                        cost=cost or _unknown_cost, prepare_weights=prepare_weights or _keep_weights,
                        auto=auto, description=description or (run.__doc__ or "").strip()
-                       .split("\n")[0], relative_error=relative_error), replace)
+                       .split("\n")[0], relative_error=relative_error,
+                       fuse_post_ops=fuse_post_ops), replace)
         return run
 
     return decorator

@@ -255,6 +255,29 @@ def test_every_thread_mode_is_correct(rng, monkeypatch, mode, case):
         assert_matches_reference(got, src, weights, bias, attributes, "im2col", mode)
 
 
+@pytest.mark.parametrize("mode", ["rows", "cols", "blas"])
+@pytest.mark.parametrize("case", list(CHUNK_PROBLEMS))
+def test_fused_post_ops_in_every_mode_and_chunking(rng, monkeypatch, mode, case):
+    """The epilogue (a leading sum seeds each block, the rest follows its last GEMM) is
+    right in every thread mode, with row chunks and split reductions; the output stage,
+    which would hide a missing epilogue, is not allowed to run."""
+    src, weights, bias, attributes = _tensors(rng, case)
+    problem = problem_of(src, weights, bias, attributes)
+    monkeypatch.setattr(im2col, "_forced_mode", mode)
+    monkeypatch.setattr(convlab.postops, "finish", None)
+    before = rng.standard_normal(problem.dst_shape).astype(np.float32)
+    ops = [("sum", 0.5), ("add", rng.standard_normal(problem.out_channels)), "relu"]
+    oracle = convlab.reference.convolve(src, weights, bias, post_ops=ops, dst_before=before,
+                                        **attributes)
+    for limit in (im2col.MIN_WORKSPACE_LIMIT, 1000, im2col.get_workspace_limit()):
+        with im2col.workspace_limit(limit):
+            got = _call(src, weights, bias, attributes, threads=2, post_ops=ops,
+                        out=before.copy())
+        assert im2col.last_run["mode"] == mode
+        np.testing.assert_allclose(got, oracle, rtol=1e-5, atol=1e-5 * np.abs(oracle).max(),
+                                   err_msg=f"{mode}, workspace limit {limit}")
+
+
 def test_unfold_matches_the_panel_definition(rng):
     """panel_g[m, t*ICg + c] = src[n, o*S + k(t)*D - P_b, g*ICg + c], 0 in the padding."""
     src = rng.standard_normal((2, 7, 6, 6)).astype(np.float32)

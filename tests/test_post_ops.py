@@ -130,3 +130,124 @@ def test_post_ops_in_the_quantized_float_stage(rng):
     got = convlab.convolve(src, weights, post_ops=[("clip", -3.0, 3.0)], **keywords)
     y = np.clip(acc.astype(np.float32) * np.float32(0.01), -3, 3) + np.float32(10)
     np.testing.assert_array_equal(got, np.clip(np.rint(y), 0, 255).astype(np.uint8))
+
+
+# --------------------------------------------------------------------------- fused epilogues
+
+# (batch, IC, OC, groups, input shape, kernel, attributes): dense, grouped, depthwise with
+# channels that do not fill a vector, 1x1 over flattened pixels, 1-D strided, 3-D.
+FUSION_PROBLEMS = {
+    "dense-3x3": (2, 8, 40, 1, (9, 7), (3, 3), dict(pads_begin=1, pads_end=1)),
+    "grouped": (2, 8, 36, 2, (6, 5), (3, 3), dict(strides=2, pads_begin=1, pads_end=0)),
+    "depthwise": (2, 37, 37, 37, (9, 8), (3, 3), dict(pads_begin=1, pads_end=1)),
+    "pointwise": (3, 16, 24, 1, (5, 4), (1, 1), {}),
+    "1d-strided": (2, 6, 20, 1, (23,), (5,), dict(strides=3, dilations=2, pads_begin=2)),
+    "3d": (1, 4, 18, 1, (5, 4, 6), (3, 2, 3), dict(pads_begin=1, pads_end=(0, 1, 1))),
+}
+
+
+def _fusion_case(rng, case, dtype, data_format):
+    batch, ic, oc, groups, shape, kernel, extra = FUSION_PROBLEMS[case]
+    src, weights, bias = random_tensors(
+        rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups, input_shape=shape,
+        kernel_shape=kernel, dtype=dtype, data_format=data_format, weights_format="OIX",
+        bias=True)
+    return src, weights, bias, dict(groups=groups, data_format=data_format,
+                                    weights_format="OIX", **extra)
+
+
+def _chains(rng, problem):
+    """Chains an epilogue takes: eltwise only, a leading sum, binary operands broadcast
+    per channel, per pixel, as a scalar and at full size."""
+    shape, channel_axis = problem.dst_shape, 1 if problem.data_format == "NCX" else -1
+    per_channel = np.zeros(len(shape), int) + 1
+    per_channel[channel_axis] = shape[channel_axis]
+    per_pixel = list(shape)
+    per_pixel[channel_axis] = 1
+    return {
+        "eltwise": [("relu", 0.1), "gelu_erf", ("clip", -0.5, 0.75), "tanh"],
+        "sum-relu": ["sum", "relu"],
+        "sum-binary": [("sum", 0.5), ("add", rng.standard_normal(tuple(per_channel))),
+                       ("mul", rng.standard_normal(tuple(per_pixel))),
+                       ("max", rng.standard_normal(shape).astype(np.float32)),
+                       ("min", 0.8), ("linear", 2.0, -0.25), "sigmoid"],
+    }
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", list(FUSION_PROBLEMS))
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fused_post_ops_match_the_output_stage(rng, monkeypatch, algorithm, case, dtype,
+                                              data_format):
+    """Whatever an algorithm fuses equals what the separate output stage computes from its
+    plain result, and the oracle; with out= in the user's layout, NXC in place or not."""
+    src, weights, bias, attributes = _fusion_case(rng, case, dtype, data_format)
+    problem = problem_of(src, weights, bias, attributes)
+    skip_unless_supported(algorithm, problem)
+    tol = RTOL[dtype] * 8
+    for name, ops in _chains(rng, problem).items():
+        before = rng.standard_normal(problem.dst_shape).astype(dtype)
+        got = convlab.convolve(src, weights, bias, post_ops=ops, out=before.copy(),
+                               algorithm=algorithm, **attributes)
+        with monkeypatch.context() as patch:
+            patch.setattr(postops, "epilogue", lambda *args, **kwargs: None)
+            staged = convlab.convolve(src, weights, bias, post_ops=ops, out=before.copy(),
+                                      algorithm=algorithm, **attributes)
+        scale = np.abs(staged).max()
+        np.testing.assert_allclose(got, staged, rtol=tol, atol=tol * scale, err_msg=name)
+        oracle = convlab.reference.convolve(src, weights, bias, post_ops=ops,
+                                            dst_before=before, **attributes)
+        np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-4 * scale, err_msg=name)
+
+
+FUSING = [name for name in ALGORITHMS if convlab.registry.get_algorithm(name).fuse_post_ops]
+
+
+@pytest.mark.parametrize("case", list(FUSION_PROBLEMS))
+@pytest.mark.parametrize("algorithm", FUSING)
+def test_fusing_algorithms_skip_the_output_stage(rng, monkeypatch, algorithm, case):
+    """Where an algorithm says it fuses a chain, the separate stage never runs."""
+    src, weights, bias, attributes = _fusion_case(rng, case, "float32", "NXC")
+    problem = problem_of(src, weights, bias, attributes)
+    skip_unless_supported(algorithm, problem)
+    fuse = convlab.registry.get_algorithm(algorithm).fuse_post_ops
+
+    def no_stage(*args, **kwargs):
+        raise AssertionError("post-ops ran in the output stage")
+
+    for name, ops in _chains(rng, problem).items():
+        has_sum = name.startswith("sum")
+        with monkeypatch.context() as patch:
+            if fuse(problem, has_sum):
+                patch.setattr(postops, "finish", no_stage)
+            out = np.zeros(problem.dst_shape, np.float32)
+            convlab.convolve(src, weights, bias, post_ops=ops, out=out, algorithm=algorithm,
+                             **attributes)
+    assert fuse(problem, False), "every fusing algorithm fuses a chain without a sum"
+
+
+def test_chains_that_are_not_fused_still_run(rng, monkeypatch):
+    """A sum after another post-op, and half results, go through the output stage."""
+    src, weights, bias, attributes = _case(rng, data_format="NXC")
+    problem = problem_of(src, weights, bias, attributes)
+    ops = postops.parse(["relu", "sum"], problem, np.zeros(problem.dst_shape, np.float32))
+    assert "sum after another" in postops.fusion_blocker(problem, ops)
+    assert postops.epilogue(problem, ops, convlab.registry.get_algorithm("direct")) is None
+    half = problem_of(src.astype(np.float16), weights.astype(np.float16), None, attributes)
+    assert "float16" in postops.fusion_blocker(half, postops.parse(["relu"], half))
+
+
+def test_epilogue_rejects_operands_it_cannot_index():
+    from convlab.kernels._epilogue import Epilogue
+
+    good = np.zeros((1, 1, 6), np.float32)
+    assert len(Epilogue([("add", (), good)], None, (2, 5, 6), np.float32)) == 1
+    with pytest.raises(ValueError, match=r"operand of shape \(1, 2, 6\)"):
+        Epilogue([("add", (), np.zeros((1, 2, 6), np.float32))], None, (2, 5, 6), np.float32)
+    with pytest.raises(ValueError, match="dtype float64"):
+        Epilogue([("add", (), good.astype(np.float64))], None, (2, 5, 6), np.float32)
+    with pytest.raises(ValueError, match="'hardswish' has no kernel code"):
+        Epilogue([("hardswish", (), None)], None, (2, 5, 6), np.float32)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        Epilogue([], 1.0, (2, 5, 6), np.float16)

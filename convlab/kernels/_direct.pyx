@@ -20,6 +20,8 @@ cimport cython
 from libc.string cimport memcpy, memset
 from cython.parallel cimport prange
 
+from convlab.kernels._epilogue cimport Epilogue, cl_epilogue
+
 ctypedef fused real:
     float
     double
@@ -38,6 +40,7 @@ cdef extern from "direct_microkernel.h" nogil:
         int isa
         Py_ssize_t V, nvec, nchunk, seglen, nseg, icb, ncgroup, ow_lo, ow_hi, nitems
         const void *zeros
+        const cl_epilogue *epi
     int cl_isa_supported(int isa)
     int cl_isa_best()
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
@@ -191,6 +194,7 @@ cdef Py_ssize_t _aligned_channel(size_t address, Py_ssize_t channels, size_t ite
 cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
                       strides, dilations, pads_begin) except -1:
     """Shapes and attributes into g; returns 0 when there is nothing to compute (N == 0)."""
+    g.epi = NULL
     g.N = src_shape[0]
     g.ID = src_shape[1]
     g.IH = src_shape[2]
@@ -211,6 +215,15 @@ cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
     if g.IC < 1 or g.OC < 1:
         raise ValueError(f"src has {g.IC} and dst {g.OC} channels; expected >= 1")
     return g.N > 0
+
+
+cdef int _attach_epilogue(cl_geom *g, Epilogue epilogue, object dtype) except -1:
+    if epilogue is None:
+        return 0
+    if epilogue.dtype != dtype:
+        raise TypeError(f"epilogue is for {epilogue.dtype}; expected {dtype}")
+    g.epi = &epilogue.c
+    return 0
 
 
 cdef int _check_extents(const cl_geom *g) except -1:
@@ -240,11 +253,13 @@ cdef void _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp,
 
 def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] weights,
                 const real[:, ::1] bias, real[:, :, :, :, ::1] dst,
-                strides, dilations, pads_begin, int threads):
+                strides, dilations, pads_begin, int threads, Epilogue epilogue=None):
     """Dense or grouped convolution.
 
     src (N, ID, IH, IW, IC), weights (G, KD, KH, KW, ICg, OCgp), bias None or (G, OCgp)
     (padded like the weights), dst (N, OD, OH, OW, OC) with OC = G * OCg, written in full.
+    ``epilogue``: post-ops applied to each block as it is finished (a sum reads dst's
+    prior contents).
     """
     cdef cl_geom g
     if not _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin):
@@ -276,6 +291,7 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
     zeros = _np.zeros(g.KW * g.ICg, dtype=_np.float32 if real is float else _np.float64)
     cdef const real[::1] zv = zeros
     g.zeros = &zv[0]
+    _attach_epilogue(&g, epilogue, _np.dtype(_np.float32 if real is float else _np.float64))
 
     with nogil:
         _run_items(&g, &src[0, 0, 0, 0, 0], &weights[0, 0, 0, 0, 0, 0], &bias[0, 0],
@@ -284,11 +300,12 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
 
 def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] weights,
                    const real[::1] bias, real[:, :, :, :, ::1] dst,
-                   strides, dilations, pads_begin, int threads):
+                   strides, dilations, pads_begin, int threads, Epilogue epilogue=None):
     """Depthwise convolution: groups == IC == OC, one input and one output channel each.
 
     src (N, ID, IH, IW, C), weights (KD, KH, KW, Cp), bias None or (Cp,) (padded like the
-    weights), dst (N, OD, OH, OW, C), written in full.
+    weights), dst (N, OD, OH, OW, C), written in full. ``epilogue``: post-ops applied to
+    each block as it is finished, without a sum (see cl_geom.epi).
     """
     cdef cl_geom g
     if not _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin):
@@ -314,6 +331,9 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
         bias = _np.zeros(g.OCgp, dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.OCgp:
         raise ValueError(f"bias has shape ({bias.shape[0]},); expected ({g.OCgp},)")
+    if epilogue is not None and epilogue.has_sum:
+        raise ValueError("epilogue has a sum; the depthwise kernel fuses post-ops without one")
+    _attach_epilogue(&g, epilogue, _np.dtype(_np.float32 if real is float else _np.float64))
 
     with nogil:
         _run_items(&g, &src[0, 0, 0, 0, 0], &weights[0, 0, 0, 0], &bias[0],
@@ -325,6 +345,7 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
                  bint depthwise, Py_ssize_t itemsize, int threads):
     """How a call would be cut up (for explain output and tests): a dict of the plan."""
     cdef cl_geom g
+    g.epi = NULL
     g.N = n
     g.ID, g.IH, g.IW = input_shape
     g.IC = ic

@@ -24,6 +24,9 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
+from convlab.kernels._epilogue cimport (Epilogue, cl_epilogue, cl_epi_apply_f32,
+                                         cl_epi_apply_f64, cl_epi_prologue_f32,
+                                         cl_epi_prologue_f64)
 from convlab.kernels.omp_shim cimport omp_get_thread_num
 
 
@@ -291,23 +294,56 @@ cdef inline void add_bias(real* c, Py_ssize_t ldc, const real* bias, Py_ssize_t 
             c[i * ldc + j] += bias[j]
 
 
+cdef inline bint seeds(const cl_epilogue* e) noexcept nogil:
+    """A fused sum: blocks start from scale * dst + bias, and every GEMM accumulates."""
+    return e != NULL and e.has_sum
+
+
+cdef inline void seed(const cl_epilogue* e, real* c, Py_ssize_t ldc, const real* bias,
+                      Py_ssize_t c0, Py_ssize_t rows, Py_ssize_t cols) noexcept nogil:
+    """Before a block's first GEMM (seeds(e)): c = scale * c + bias[c0:], read once."""
+    cdef const real *b = NULL if bias == NULL else bias + c0
+    if real is float:
+        cl_epi_prologue_f32(e, c, ldc, rows, cols, b)
+    else:
+        cl_epi_prologue_f64(e, c, ldc, rows, cols, b)
+
+
+cdef inline void finish(real* c, Py_ssize_t ldc, const real* bias, const cl_epilogue* e,
+                        Py_ssize_t m0, Py_ssize_t c0, Py_ssize_t rows,
+                        Py_ssize_t cols) noexcept nogil:
+    """After a block's last GEMM: the bias (unless seeded), then the post-ops, on rows
+    m0.. and channels c0.. of dst while the GEMM's output is still in cache."""
+    if bias != NULL and not seeds(e):
+        add_bias(c, ldc, bias + c0, rows, cols)
+    if e != NULL and e.nops > 0:
+        if real is float:
+            cl_epi_apply_f32(e, c, ldc, rows, cols, m0, c0)
+        else:
+            cl_epi_apply_f64(e, c, ldc, rows, cols, m0, c0)
+
+
 cdef void row_task(const real* src, const real* w, const real* bias, real* dst, const Geom* g,
                    int path, Py_ssize_t m0, Py_ssize_t m1, Py_ssize_t g0, Py_ssize_t g1,
-                   Py_ssize_t cols_per_block, real* buf, Py_ssize_t* scratch) noexcept nogil:
+                   Py_ssize_t cols_per_block, real* buf, Py_ssize_t* scratch,
+                   const cl_epilogue* e) noexcept nogil:
     """Rows m0..m1 of dst for groups g0..g1, all output channels, on one thread."""
     cdef Py_ssize_t rows = m1 - m0, gi, jb, je, cu
     cdef Py_ssize_t ICg = g.ICg, OCg = g.OCg, W = g.W, OC = g.OC
     cdef real *out = dst + m0 * OC
+    cdef bint summing = seeds(e)
+    if summing:
+        seed(e, out + g0 * OCg, OC, bias, g0 * OCg, rows, (g1 - g0) * OCg)
     if path == C_PATH_DIRECT:
         for gi in range(g0, g1):
             gemm(out + gi * OCg, OC, src + m0 * g.IC + gi * ICg, g.IC, w + gi * W * OCg, OCg,
-                 rows, OCg, ICg, False)
+                 rows, OCg, ICg, summing)
     elif path == C_PATH_GATHER:
         cu = (g1 - g0) * ICg
         unfold(src, g, m0, m1, g0 * ICg, cu, 0, cu, buf, scratch)
         for gi in range(g0, g1):
             gemm(out + gi * OCg, OC, buf + (gi - g0) * ICg, cu, w + gi * W * OCg, OCg,
-                 rows, OCg, ICg, False)
+                 rows, OCg, ICg, summing)
     else:
         for gi in range(g0, g1):
             jb = 0
@@ -315,10 +351,9 @@ cdef void row_task(const real* src, const real* w, const real* bias, real* dst, 
                 je = min(W, jb + cols_per_block)
                 unfold(src, g, m0, m1, gi * ICg, ICg, jb, je, buf, scratch)
                 gemm(out + gi * OCg, OC, buf, je - jb, w + (gi * W + jb) * OCg, OCg,
-                     rows, OCg, je - jb, jb > 0)
+                     rows, OCg, je - jb, jb > 0 or summing)
                 jb = je
-    if bias != NULL:
-        add_bias(out + g0 * OCg, OC, bias + g0 * OCg, rows, (g1 - g0) * OCg)
+    finish(out + g0 * OCg, OC, bias, e, m0, g0 * OCg, rows, (g1 - g0) * OCg)
 
 
 cdef inline Py_ssize_t split_point(Py_ssize_t extent, Py_ssize_t part, Py_ssize_t parts,
@@ -335,7 +370,7 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                 Py_ssize_t in_channels, Py_ssize_t out_channels, Py_ssize_t groups, int path,
                 int mode, Py_ssize_t rows_per_chunk, Py_ssize_t groups_per_task,
                 Py_ssize_t oc_blocks, Py_ssize_t cols_per_block, Py_ssize_t work_per_thread,
-                int threads):
+                int threads, Epilogue epilogue=None):
     """dst = im2col(src) @ weights + bias, following a plan made by the caller.
 
     ``work`` holds ``threads * work_per_thread`` elements in ROWS mode (one panel per
@@ -347,6 +382,9 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
 
     The GEMM calls (their shapes and operands) depend on the plan only, never on the
     number of threads that share them, so the result does not depend on ``threads``.
+
+    ``epilogue``: post-ops applied to each block of dst after its last GEMM; a sum
+    among them seeds the block from dst's prior contents before its first GEMM.
     """
     cdef Geom g
     cdef Py_ssize_t *mem = make_geom(&g, in_shape, out_shape, kernel, strides, dilations,
@@ -364,6 +402,8 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
     cdef real *cp
     cdef const real *w_blk
     cdef int tid = 0, team = 1
+    cdef const cl_epilogue *ep = NULL
+    cdef bint summing = False
     # Assigned inside the parallel blocks (so thread-private there); set here so that the
     # copies OpenMP makes on entry are initialised.
     buf, tscratch = NULL, NULL
@@ -371,6 +411,11 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
     cp, w_blk = NULL, NULL
     if bias is not None:
         bp = &bias[0]
+    if epilogue is not None:
+        if epilogue.dtype.itemsize != sizeof(real):
+            raise TypeError(f"epilogue is for {epilogue.dtype}; expected the dtype of dst")
+        ep = &epilogue.c
+        summing = seeds(ep)
     if work.shape[0] > 0:
         wk = &work[0]
     try:
@@ -392,7 +437,7 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                     g0 = gb * groups_per_task
                     g1 = min(g.G, g0 + groups_per_task)
                     row_task(sp, wp, bp, dp, &g, path, m0, m1, g0, g1, cols_per_block, buf,
-                             tscratch)
+                             tscratch, ep)
         elif mode == C_MODE_COLS:
             with nogil, parallel(num_threads=threads):
                 tid = omp_get_thread_num()
@@ -423,17 +468,20 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                                 n1 = split_point(g.OCg, ob + 1, oc_blocks, OC_ALIGN)
                                 cp = dp + m0 * g.OC + gi * g.OCg + n0
                                 w_blk = wp + (gi * g.W + jb) * g.OCg + n0
+                                if summing and jb == 0:
+                                    seed(ep, cp, g.OC, bp, gi * g.OCg + n0, rows, n1 - n0)
                                 if path == C_PATH_DIRECT:
                                     gemm(cp, g.OC, sp + m0 * g.IC + gi * g.ICg, g.IC, w_blk,
-                                         g.OCg, rows, n1 - n0, g.ICg, False)
+                                         g.OCg, rows, n1 - n0, g.ICg, summing)
                                 elif path == C_PATH_GATHER:
                                     gemm(cp, g.OC, wk + gi * g.ICg, g.IC, w_blk, g.OCg, rows,
-                                         n1 - n0, g.ICg, False)
+                                         n1 - n0, g.ICg, summing)
                                 else:
                                     gemm(cp, g.OC, wk, ld, w_blk, g.OCg, rows, n1 - n0, ld,
-                                         jb > 0)
-                                if bp != NULL and je == g.W:
-                                    add_bias(cp, g.OC, bp + gi * g.OCg + n0, rows, n1 - n0)
+                                         jb > 0 or summing)
+                                if je == g.W:
+                                    finish(cp, g.OC, bp, ep, m0, gi * g.OCg + n0, rows,
+                                           n1 - n0)
                                 ob = ob + team
                             if path == C_PATH_UNFOLD:
                                 im2col_barrier()
@@ -446,10 +494,16 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                     m0 = ci * rows_per_chunk
                     m1 = min(g.M, m0 + rows_per_chunk)
                     rows = m1 - m0
+                    if summing:
+                        for part in prange(threads, num_threads=threads, schedule="static"):
+                            um0 = m0 + rows * part // threads
+                            um1 = m0 + rows * (part + 1) // threads
+                            seed(ep, dp + um0 * g.OC, g.OC, bp, 0, um1 - um0, g.OC)
                     if path == C_PATH_DIRECT:
                         for gi in range(g.G):
                             gemm(dp + m0 * g.OC + gi * g.OCg, g.OC, sp + m0 * g.IC + gi * g.ICg,
-                                 g.IC, wp + gi * g.W * g.OCg, g.OCg, rows, g.OCg, g.ICg, False)
+                                 g.IC, wp + gi * g.W * g.OCg, g.OCg, rows, g.OCg, g.ICg,
+                                 summing)
                     elif path == C_PATH_GATHER:
                         for part in prange(threads, num_threads=threads, schedule="static"):
                             unfold(sp, &g, m0 + rows * part // threads,
@@ -458,7 +512,7 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                                    scratch + 2 * g.r * part)
                         for gi in range(g.G):
                             gemm(dp + m0 * g.OC + gi * g.OCg, g.OC, wk + gi * g.ICg, g.IC,
-                                 wp + gi * g.W * g.OCg, g.OCg, rows, g.OCg, g.ICg, False)
+                                 wp + gi * g.W * g.OCg, g.OCg, rows, g.OCg, g.ICg, summing)
                     else:
                         for gi in range(g.G):
                             jb = 0
@@ -473,10 +527,13 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                                            scratch + 2 * g.r * part)
                                 gemm(dp + m0 * g.OC + gi * g.OCg, g.OC, wk, ld,
                                      wp + (gi * g.W + jb) * g.OCg, g.OCg, rows, g.OCg, ld,
-                                     jb > 0)
+                                     jb > 0 or summing)
                                 jb = je
-                    if bp != NULL:
-                        add_bias(dp + m0 * g.OC, g.OC, bp, rows, g.OC)
+                    # the BLAS threads are idle now: the kernel's threads finish the chunk
+                    for part in prange(threads, num_threads=threads, schedule="static"):
+                        um0 = m0 + rows * part // threads
+                        um1 = m0 + rows * (part + 1) // threads
+                        finish(dp + um0 * g.OC, g.OC, bp, ep, um0, 0, um1 - um0, g.OC)
     finally:
         free(scratch)
         free(mem)

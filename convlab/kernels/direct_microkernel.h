@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "epilogue.h"
+
 /* ISA levels, widest last. CL_ISA_DEFAULT is whatever the baseline compiler flags give
  * (SSE2 on x86-64), and the only level on other architectures and compilers. */
 enum { CL_ISA_DEFAULT = 0, CL_ISA_AVX2 = 1, CL_ISA_AVX512 = 2, CL_ISA_COUNT = 3 };
@@ -60,6 +62,11 @@ typedef struct {
     ptrdiff_t ow_lo, ow_hi; /* columns whose every kernel tap along W is inside the input */
     ptrdiff_t nitems;
     const void *zeros;      /* dense: KW * ICg zeros of the element type, read in padding */
+    /* Post-ops applied to each block as it is finished, NULL for none (epilogue.h). A
+     * depthwise call never has a sum here: its head and tail vectors overlap the chunks'
+     * channels, so those channels are written twice, and only recomputing from the bias
+     * makes that harmless. */
+    const cl_epilogue *epi;
 } cl_geom;
 
 /* floor(a / b) for b > 0, correct for negative a (C's '/' truncates). */

@@ -305,6 +305,8 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     const ptrdiff_t npix = g->OD * g->OH * g->OW;
     ptrdiff_t poff[12], pd0[12], ph0[12], pw0[12];
     ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0;
+    const int summing = g->epi != NULL && g->epi->has_sum;
+    const int finishing = g->epi != NULL && g->epi->nops > 0;
     int J, pmax;
     const CL_REAL *src_n, *w_g;
     CL_REAL *dst_n;
@@ -354,10 +356,13 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     dst_n = dst + n * npix * g->OC + grp * g->OCg + oc0;
 
     for (ic0 = 0; ic0 < ICg; ic0 += g->icb) {
+        /* post-ops: a fused sum seeds each block before its first pass (the prior dst is
+         * read there, once); the rest follow its last pass, while it is in L1 */
+        const int seed = summing && ic0 == 0, finish = finishing && ic0 + g->icb >= ICg;
         a.nic = ICg - ic0 < g->icb ? ICg - ic0 : g->icb;
         a.s = src_n + ic0;
         a.w = w_g + ic0 * OCgp;
-        a.accumulate = ic0 > 0;
+        a.accumulate = ic0 > 0 || summing;
         CL_FOR_BLOCKS(p0, p1, pmax, pix, P, {
             /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
             ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
@@ -379,7 +384,13 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                 }
             }
             a.d = dst_n + pix * g->OC;
+            if (seed)
+                CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P, a.nstore,
+                                                  (const CL_REAL *)a.bias);
             CL_FN(dense_call)(P, J, &a);
+            if (finish)
+                CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P, a.nstore,
+                                               n * npix + pix, grp * g->OCg + oc0);
         });
     }
 }
@@ -532,7 +543,9 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
     ptrdiff_t soff[CL_TAP_BATCH], woff[CL_TAP_BATCH];
     ptrdiff_t cg, seg, oh, od, n, ch0, ch1, small, big, id0, ih0, row_base;
     ptrdiff_t ow0, ow1, lo, hi, ow, ch, v0;
+    ptrdiff_t row0;         /* output row of (n, od, oh, 0): the epilogue's row index */
     int pmax, table_ready, rows3, J, run_head, run_tail;
+    const int finishing = g->epi != NULL && g->epi->nops > 0;
     CL_FN(tapbox) box;
     CL_REAL *drow;
     cl_kargs a;
@@ -544,8 +557,12 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
     n = item / g->OD;
     ow0 = seg * g->seglen;
     ow1 = ow0 + g->seglen < g->OW ? ow0 + g->seglen : g->OW;
+    row0 = ((n * g->OD + od) * g->OH + oh) * g->OW;
     if (g->nvec == 0 && !g->head && !g->tail) {
         CL_FN(dw_tail)(g, src, w, bias, dst, n, od, oh, ow0, ow1, 0);
+        if (finishing)
+            CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, dst + row0 * OC + ow0 * OC, OC, ow1 - ow0,
+                                           g->G, row0 + ow0, 0);
         return;
     }
     /* chunks [ch0, ch1) of this group */
@@ -619,6 +636,9 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
             a.d = drow + ow * OC + c0;
             CL_FN(dw_block)(g, &a, 1, J, src, row_base + iw0 * IC + c0, w + c0, &box,
                             soff, woff, table_ready);
+            if (finishing)
+                CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, OC, 1, a.nstore,
+                                               row0 + ow, c0);
         })
     }
     /* The other columns share one tap table. */
@@ -653,6 +673,9 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
             else
                 CL_FN(dw_block)(g, &a, P, J, src, row_base + iw0 * IC + c0, w + c0, &box,
                                 soff, woff, table_ready);
+            if (finishing)
+                CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, OC, P, a.nstore,
+                                               row0 + ow, c0);
         })
     });
 #undef CL_FOR_CHUNKS

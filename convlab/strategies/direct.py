@@ -166,9 +166,16 @@ def _cost(problem, threads):
     return cost_model.estimate("direct", threads, *cost_terms(problem, threads))
 
 
+def _fuses_post_ops(problem, has_sum) -> bool:
+    # The depthwise kernel writes some channels twice (overlapping edge vectors), which
+    # is harmless only when each write starts from the bias, not from dst (_direct.pyx).
+    return not (has_sum and is_depthwise(problem))
+
+
 @register_algorithm("direct", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
+                    fuse_post_ops=_fuses_post_ops,
                     description="Cython/OpenMP loops over output blocks; ranks 1-3, all attributes")
-def run_direct(problem, src, weights, bias, dst, threads):
+def run_direct(problem, src, weights, bias, dst, threads, epilogue=None):
     if not isinstance(weights, PreparedWeights):
         weights = prepare_weights(problem, weights)
     if not dst.flags.c_contiguous:
@@ -177,7 +184,7 @@ def run_direct(problem, src, weights, bias, dst, threads):
     src_shape, dst_shape, strides, dilations, pads = _kernel_geometry(problem)
     kernel = _direct.conv_depthwise if weights.depthwise else _direct.conv_direct
     kernel(src.reshape(src_shape), weights.array, _padded_bias(problem, bias, weights),
-           dst.reshape(dst_shape), strides, dilations, pads, threads)
+           dst.reshape(dst_shape), strides, dilations, pads, threads, epilogue)
 
 
 @functools.lru_cache(maxsize=256)

@@ -480,10 +480,15 @@ def _cost(problem, threads):
     return cost_model.estimate("im2col", threads, terms, details)
 
 
-@register_algorithm("im2col", supports=_supports, cost=_cost,
+def _fuses_post_ops(problem, has_sum) -> bool:
+    # every path finishes disjoint blocks of dst after their last GEMM (_im2col.pyx)
+    return True
+
+
+@register_algorithm("im2col", supports=_supports, cost=_cost, fuse_post_ops=_fuses_post_ops,
                     description="unfold into column panels (bounded workspace) x BLAS GEMM; "
                                 "1x1 as plain GEMM; any rank, all attributes")
-def run_im2col(problem, src, weights, bias, dst, threads):
+def run_im2col(problem, src, weights, bias, dst, threads, epilogue=None):
     kernel = _kernel()
     p = plan(problem, threads)
     work = _workspace(p.work_elements, problem.dtype)
@@ -495,7 +500,7 @@ def run_im2col(problem, src, weights, bias, dst, threads):
             problem.input_shape, problem.output_shape, problem.kernel_shape, problem.strides,
             problem.dilations, problem.pads_begin, problem.batch, problem.in_channels,
             problem.out_channels, problem.groups, p.path, p.mode, p.rows, p.groups_per_task,
-            p.oc_blocks, p.cols_per_block, p.work_per_thread, omp_threads)
+            p.oc_blocks, p.cols_per_block, p.work_per_thread, omp_threads, epilogue)
     finally:
         _restore_blas_threads(changed)
     info = p.describe(problem.dtype.itemsize)
