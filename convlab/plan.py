@@ -71,6 +71,7 @@ class Convolution:
         self._lock = threading.RLock()
         self._choices: Dict[Tuple[Any, ...], Tuple[ConvProblem, Any]] = {}
         self._prepared: Dict[Tuple[str, str], Any] = {}
+        self._parsed_ops: Dict[Tuple[ConvProblem, bool], Tuple[postops.PostOp, ...]] = {}
         # (src shape, src dtype, threads) -> a call with everything above already decided
         self._runners: Dict[Tuple[Any, ...], Callable[[np.ndarray], np.ndarray]] = {}
 
@@ -140,6 +141,18 @@ class Convolution:
                     self._prepared[key] = prepared
         return prepared
 
+    def _parsed_post_ops(self, problem: ConvProblem, out):
+        """The post-ops checked against the problem, once per problem (binary operands are
+        views of the caller's arrays, so later changes to those still show)."""
+        if self._post_ops is None:
+            return ()
+        key = (problem, out is None)
+        ops = self._parsed_ops.get(key)
+        if ops is None:
+            ops = postops.parse(self._post_ops, problem, out)
+            self._parsed_ops[key] = ops
+        return ops
+
     def __call__(self, src, out: Optional[np.ndarray] = None) -> np.ndarray:
         n_threads = effective_threads(self._threads)
         if out is None and type(src) is np.ndarray:
@@ -148,7 +161,7 @@ class Convolution:
                 return runner(src)
         src = params.as_array("src", src)
         problem, chosen = self._choice(src, n_threads)
-        ops = postops.parse(self._post_ops, problem, out)
+        ops = self._parsed_post_ops(problem, out)
         if out is not None:
             check_out(out, problem, (("src", src), ("weights", self._weights),
                                      ("bias", self._bias)))

@@ -25,6 +25,7 @@ conversion from float32. It runs after the algorithm, not inside its kernel.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -292,7 +293,22 @@ def fusion_blocker(problem: ConvProblem, ops) -> Optional[str]:
 def epilogue(problem: ConvProblem, ops, algorithm, out=None):
     """``ops`` as a kernel epilogue for ``algorithm``, or None when they are not fused
     (no post-ops, see :func:`fusion_blocker`, or the algorithm's ``fuse_post_ops``)."""
-    if not ops or algorithm.fuse_post_ops is None or fusion_blocker(problem, ops):
+    if not ops or algorithm.fuse_post_ops is None:
+        return None
+    if all(op.operand is None for op in ops):
+        # nothing in it refers to the caller's data: build it once (a plan's small layers
+        # would spend a tenth of their time here)
+        return _epilogue_of_parameters(problem, ops, algorithm)
+    return _build_epilogue(problem, ops, algorithm, out)
+
+
+@functools.lru_cache(maxsize=64)
+def _epilogue_of_parameters(problem: ConvProblem, ops, algorithm):
+    return _build_epilogue(problem, ops, algorithm, None)
+
+
+def _build_epilogue(problem: ConvProblem, ops, algorithm, out):
+    if fusion_blocker(problem, ops):
         return None
     has_sum = ops[0].name == "sum"
     if not algorithm.fuse_post_ops(problem, has_sum):

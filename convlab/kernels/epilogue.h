@@ -42,10 +42,45 @@ typedef struct {
     ptrdiff_t npix;              /* output pixels per image */
 } cl_epilogue;
 
-#define CL_EPI_DEFINE(SFX, REAL, EXP, EXPM1, TANH, ERF, LOG, FABS)                          \
+/* Wide-vector copies of the loops below are compiled with GCC target attributes and
+ * picked at run time, so the module still runs on any x86-64 CPU. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) \
+    && !defined(CONVLAB_NO_ISA_DISPATCH)
+#define CL_EPI_X86 1
+#else
+#define CL_EPI_X86 0
+#endif
+
+/* Every row of the block, every column: x = EXPR (x the element; `a`, `b` in scope).
+ * CL_EPI_REAL is the element type of the copy being defined. */
+#define CL_EPI_MAP(EXPR)                                                                    \
+    for (i = 0; i < rows; i++, row += ld)                                                   \
+        for (j = 0; j < cols; j++) {                                                        \
+            const CL_EPI_REAL x = row[j];                                                          \
+            row[j] = (EXPR);                                                                \
+        }
+
+/* Same with the binary operand's element o at (row m0 + i, channel c0 + j). */
+#define CL_EPI_MAP_OPERAND(EXPR)                                                            \
+    for (i = 0; i < rows; i++, row += ld) {                                                 \
+        const ptrdiff_t m = m0 + i, n = m / e->npix, p = m - n * e->npix;                   \
+        const CL_EPI_REAL *ob = (const CL_EPI_REAL *)op->operand + n * op->s_n + p * op->s_pix + c0 * sc; \
+        if (sc == 1)                                                                        \
+            for (j = 0; j < cols; j++) {                                                    \
+                const CL_EPI_REAL x = row[j], o = ob[j];                                           \
+                row[j] = (EXPR);                                                            \
+            }                                                                               \
+        else                                                                                \
+            for (j = 0; j < cols; j++) {                                                    \
+                const CL_EPI_REAL x = row[j], o = ob[j * sc];                                      \
+                row[j] = (EXPR);                                                            \
+            }                                                                               \
+    }
+
+#define CL_EPI_DEFINE(SFX, REAL, TGT, EXP, EXPM1, TANH, ERF, LOG, FABS)                     \
 /* d = scale * d + bias over the block: where a fused sum starts the accumulation. */       \
-static void cl_epi_prologue_##SFX(const cl_epilogue *e, REAL *d, ptrdiff_t ld,              \
-                                  ptrdiff_t rows, ptrdiff_t cols, const REAL *bias) {       \
+static TGT void cl_epi_prologue_##SFX(const cl_epilogue *e, REAL *d, ptrdiff_t ld,          \
+                                      ptrdiff_t rows, ptrdiff_t cols, const REAL *bias) {   \
     const REAL s = (REAL)e->sum_scale;                                                      \
     ptrdiff_t i, j;                                                                         \
     for (i = 0; i < rows; i++, d += ld) {                                                   \
@@ -56,77 +91,96 @@ static void cl_epi_prologue_##SFX(const cl_epilogue *e, REAL *d, ptrdiff_t ld,  
     }                                                                                       \
 }                                                                                           \
                                                                                             \
-static inline REAL cl_epi_sigmoid_##SFX(REAL x) {                                          \
-    return (REAL)0.5 * (TANH((REAL)0.5 * x) + (REAL)1);                                     \
-}                                                                                           \
-                                                                                            \
-static inline REAL cl_epi_eltwise_##SFX(int kind, REAL a, REAL b, REAL x) {                \
-    switch (kind) {                                                                         \
-    case CL_OP_RELU: return x >= 0 ? x : x * a;                                             \
-    case CL_OP_TANH: return TANH(x);                                                        \
-    case CL_OP_SIGMOID: return cl_epi_sigmoid_##SFX(x);                                     \
-    case CL_OP_ELU: return x > 0 ? x : a * EXPM1(x);                                        \
-    case CL_OP_GELU_ERF:                                                                    \
-        return (REAL)0.5 * x * ((REAL)1 + ERF(x * (REAL)0.70710678118654752440));           \
-    case CL_OP_GELU_TANH:                                                                   \
-        return (REAL)0.5 * x * ((REAL)1 + TANH((REAL)0.79788456080286535588                 \
-                                               * (x + (REAL)0.044715 * x * x * x)));        \
-    case CL_OP_SWISH: return x * cl_epi_sigmoid_##SFX(a * x);                               \
-    case CL_OP_CLIP: return x < a ? a : x > b ? b : x;                                      \
-    case CL_OP_LINEAR: return a * x + b;                                                    \
-    case CL_OP_ABS: return FABS(x);                                                         \
-    case CL_OP_SQUARE: return x * x;                                                        \
-    case CL_OP_EXP: return EXP(x);                                                          \
-    default: return LOG(x);                                                                 \
-    }                                                                                       \
-}                                                                                           \
-                                                                                            \
-/* The post-ops after the sum, over the block, one post-op at a time. */                    \
-static void cl_epi_apply_##SFX(const cl_epilogue *e, REAL *d, ptrdiff_t ld, ptrdiff_t rows, \
-                               ptrdiff_t cols, ptrdiff_t m0, ptrdiff_t c0) {               \
+/* The post-ops after the sum, over the block, one post-op at a time; each kind has its  \
+ * own loop so that the simple ones vectorise. */                                           \
+static TGT void cl_epi_apply_##SFX(const cl_epilogue *e, REAL *d, ptrdiff_t ld,             \
+                                   ptrdiff_t rows, ptrdiff_t cols, ptrdiff_t m0,            \
+                                   ptrdiff_t c0) {                                          \
+    const REAL half = (REAL)0.5, one = (REAL)1;                                             \
     int k;                                                                                  \
     ptrdiff_t i, j;                                                                         \
     for (k = 0; k < e->nops; k++) {                                                         \
         const cl_postop *op = &e->ops[k];                                                   \
-        const int kind = op->kind;                                                          \
         const REAL a = (REAL)op->a, b = (REAL)op->b;                                        \
+        const ptrdiff_t sc = op->s_ch;                                                      \
         REAL *row = d;                                                                      \
-        if (kind == CL_OP_RELU && a == 0) {                                                 \
+        switch (op->kind) {                                                                 \
+        case CL_OP_RELU:                                                                    \
             /* x < 0 ? 0 : x keeps NaN, as np.maximum(x, 0) does */                         \
-            for (i = 0; i < rows; i++, row += ld)                                           \
-                for (j = 0; j < cols; j++) row[j] = row[j] < 0 ? 0 : row[j];                \
-        } else if (kind < CL_OP_ADD) {                                                      \
-            for (i = 0; i < rows; i++, row += ld)                                           \
-                for (j = 0; j < cols; j++) row[j] = cl_epi_eltwise_##SFX(kind, a, b, row[j]); \
-        } else {                                                                            \
-            const REAL *base = (const REAL *)op->operand;                                   \
-            const ptrdiff_t sc = op->s_ch;                                                  \
-            for (i = 0; i < rows; i++, row += ld) {                                         \
-                const ptrdiff_t m = m0 + i, n = m / e->npix, p = m - n * e->npix;           \
-                const REAL *o = base + n * op->s_n + p * op->s_pix + c0 * sc;               \
-                switch (kind) {                                                             \
-                case CL_OP_ADD:                                                             \
-                    for (j = 0; j < cols; j++) row[j] += o[j * sc];                         \
-                    break;                                                                  \
-                case CL_OP_MUL:                                                             \
-                    for (j = 0; j < cols; j++) row[j] *= o[j * sc];                         \
-                    break;                                                                  \
-                case CL_OP_MAX: /* NaN on either side gives NaN, as np.maximum */           \
-                    for (j = 0; j < cols; j++)                                              \
-                        row[j] = row[j] > o[j * sc] || row[j] != row[j] ? row[j] : o[j * sc]; \
-                    break;                                                                  \
-                default:                                                                    \
-                    for (j = 0; j < cols; j++)                                              \
-                        row[j] = row[j] < o[j * sc] || row[j] != row[j] ? row[j] : o[j * sc]; \
-                }                                                                           \
-            }                                                                               \
+            if (a == 0) { CL_EPI_MAP(x < 0 ? 0 : x) }                                       \
+            else { CL_EPI_MAP(x >= 0 ? x : x * a) }                                         \
+            break;                                                                          \
+        case CL_OP_TANH: CL_EPI_MAP(TANH(x)) break;                                         \
+        /* sigmoid through tanh, as convlab.postops: exp(-x) overflows for very negative x */ \
+        case CL_OP_SIGMOID: CL_EPI_MAP(half * (TANH(half * x) + one)) break;                \
+        case CL_OP_ELU: CL_EPI_MAP(x > 0 ? x : a * EXPM1(x)) break;                         \
+        case CL_OP_GELU_ERF:                                                                \
+            CL_EPI_MAP(half * x * (one + ERF(x * (REAL)0.70710678118654752440))) break;     \
+        case CL_OP_GELU_TANH:                                                               \
+            CL_EPI_MAP(half * x * (one + TANH((REAL)0.79788456080286535588                  \
+                                             * (x + (REAL)0.044715 * x * x * x)))) break;   \
+        case CL_OP_SWISH: CL_EPI_MAP(x * (half * (TANH(half * a * x) + one))) break;        \
+        case CL_OP_CLIP: CL_EPI_MAP(x < a ? a : x > b ? b : x) break;                       \
+        case CL_OP_LINEAR: CL_EPI_MAP(a * x + b) break;                                     \
+        case CL_OP_ABS: CL_EPI_MAP(FABS(x)) break;                                          \
+        case CL_OP_SQUARE: CL_EPI_MAP(x * x) break;                                         \
+        case CL_OP_EXP: CL_EPI_MAP(EXP(x)) break;                                           \
+        case CL_OP_LOG: CL_EPI_MAP(LOG(x)) break;                                           \
+        case CL_OP_ADD: CL_EPI_MAP_OPERAND(x + o) break;                                    \
+        case CL_OP_MUL: CL_EPI_MAP_OPERAND(x * o) break;                                    \
+        /* NaN on either side gives NaN, as np.maximum / np.minimum */                      \
+        case CL_OP_MAX: CL_EPI_MAP_OPERAND(x > o || x != x ? x : o) break;                  \
+        default: CL_EPI_MAP_OPERAND(x < o || x != x ? x : o) break;                         \
         }                                                                                   \
     }                                                                                       \
 }
 
-CL_EPI_DEFINE(f32, float, expf, expm1f, tanhf, erff, logf, fabsf)
-CL_EPI_DEFINE(f64, double, exp, expm1, tanh, erf, log, fabs)
+#define CL_EPI_REAL float
+CL_EPI_DEFINE(f32_default, float, , expf, expm1f, tanhf, erff, logf, fabsf)
+#if CL_EPI_X86
+CL_EPI_DEFINE(f32_avx2, float, __attribute__((target("avx2,fma"))), expf, expm1f, tanhf,
+              erff, logf, fabsf)
+CL_EPI_DEFINE(f32_avx512, float, __attribute__((target("avx512f"))), expf, expm1f, tanhf,
+              erff, logf, fabsf)
+#endif
+#undef CL_EPI_REAL
+#define CL_EPI_REAL double
+CL_EPI_DEFINE(f64_default, double, , exp, expm1, tanh, erf, log, fabs)
+#if CL_EPI_X86
+CL_EPI_DEFINE(f64_avx2, double, __attribute__((target("avx2,fma"))), exp, expm1, tanh, erf,
+              log, fabs)
+CL_EPI_DEFINE(f64_avx512, double, __attribute__((target("avx512f"))), exp, expm1, tanh, erf,
+              log, fabs)
+#endif
+#undef CL_EPI_REAL
 
+/* The entry points: the widest copy this CPU runs. */
+#if CL_EPI_X86
+#define CL_EPI_DISPATCH(NAME, T, ARGS)                                                      \
+    if (__builtin_cpu_supports("avx512f")) NAME##_##T##_avx512 ARGS;                       \
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))              \
+        NAME##_##T##_avx2 ARGS;                                                             \
+    else NAME##_##T##_default ARGS;
+#else
+#define CL_EPI_DISPATCH(NAME, T, ARGS) NAME##_##T##_default ARGS;
+#endif
+
+#define CL_EPI_ENTRY(T, REAL_T)                                                             \
+static void cl_epi_prologue_##T(const cl_epilogue *e, REAL_T *d, ptrdiff_t ld,              \
+                                ptrdiff_t rows, ptrdiff_t cols, const REAL_T *bias) {       \
+    CL_EPI_DISPATCH(cl_epi_prologue, T, (e, d, ld, rows, cols, bias))                       \
+}                                                                                           \
+static void cl_epi_apply_##T(const cl_epilogue *e, REAL_T *d, ptrdiff_t ld, ptrdiff_t rows, \
+                             ptrdiff_t cols, ptrdiff_t m0, ptrdiff_t c0) {                  \
+    CL_EPI_DISPATCH(cl_epi_apply, T, (e, d, ld, rows, cols, m0, c0))                        \
+}
+CL_EPI_ENTRY(f32, float)
+CL_EPI_ENTRY(f64, double)
+
+#undef CL_EPI_ENTRY
+#undef CL_EPI_DISPATCH
 #undef CL_EPI_DEFINE
+#undef CL_EPI_MAP
+#undef CL_EPI_MAP_OPERAND
 
 #endif /* CONVLAB_EPILOGUE_H */
