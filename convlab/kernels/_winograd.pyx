@@ -33,6 +33,7 @@ from libc.string cimport memset
 
 import numpy as np
 
+from convlab.kernels._epilogue cimport Epilogue, cl_epilogue
 from convlab.kernels.omp_shim cimport omp_get_thread_num
 
 
@@ -51,6 +52,7 @@ cdef extern from "winograd_kernels.h" nogil:
         Py_ssize_t tiles[3]
         Py_ssize_t kernel[3]
         Py_ssize_t channel_chunk
+        const cl_epilogue *epi
 
     int wg_max_gemm_level()
     Py_ssize_t wg_gemm_mr(int level)
@@ -249,7 +251,7 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
                   const real[:, ::1] at0, const real[:, ::1] at1, const real[:, ::1] at2,
                   pads_begin, Py_ssize_t block_tiles, Py_ssize_t channel_chunk, int threads,
                   bint shared, int level, const real[:, :, :, :, ::1] weights=None,
-                  const real[:, ::1] gmat=None):
+                  const real[:, ::1] gmat=None, Epilogue epilogue=None):
     """Winograd convolution, stride 1 and dilation 1, on three (lifted) spatial axes.
 
     src (N, I0, I1, I2, IC), dst (N, O0, O1, O2, OC). U (G, P, plane) holds the
@@ -262,10 +264,18 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     a per-thread buffer that stays in cache, so U never goes through memory. Output
     channels per group must be whole 64-byte vectors.
 
+    ``epilogue``: post-ops (without a sum) applied to each output tile once written.
+
     Returns True when some output came out Inf or NaN (the caller recomputes those calls).
     """
     cdef wg_geometry geo
     cdef bint fused = U is None
+    geo.epi = NULL
+    if epilogue is not None:
+        if epilogue.has_sum or epilogue.dtype.itemsize != sizeof(real):
+            raise ValueError(f"epilogue (sum: {epilogue.has_sum}, {epilogue.dtype}) must be "
+                             f"without a sum and of dst's dtype")
+        geo.epi = &epilogue.c
     if fused and (weights is None or gmat is None or not shared):
         raise ValueError("U=None (fused weights) needs weights, gmat and shared=True")
     cdef Py_ssize_t axis, groups, positions
@@ -437,6 +447,7 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
     cdef wg_geometry geo
     cdef Py_ssize_t axis, groups = weights.shape[0]
     cdef object gs = (g0, g1, g2)
+    geo.epi = NULL
     geo.in_channels_per_group = weights.shape[4]
     geo.out_channels_per_group = weights.shape[5]
     geo.channel_chunk = channel_chunk

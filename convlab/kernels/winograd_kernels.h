@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "epilogue.h"
+
 /* A problem lifted to three spatial axes; sizes in elements. */
 typedef struct {
     Py_ssize_t batch;
@@ -15,6 +17,9 @@ typedef struct {
     Py_ssize_t in_channels, out_channels, in_channels_per_group, out_channels_per_group;
     Py_ssize_t m[3], alpha[3], tiles[3], kernel[3];
     Py_ssize_t channel_chunk;  /* channels transformed together; buffers hold alpha^3 * this */
+    /* post-ops applied to each output tile once it is written, NULL for none; never a sum
+     * (the caller may overwrite outputs afterwards, see convlab.strategies.winograd) */
+    const cl_epilogue *epi;
 } wg_geometry;
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \

@@ -298,6 +298,30 @@ WG_TARGETS void WG_FN(wg_input_tiles)(
     }
 }
 
+/* The post-ops (geo->epi) on the e0 x e1 x e2 outputs of one tile just written, group g's
+ * channels: one call per line of e2 pixels, which are consecutive output rows. Run after
+ * the tile's Inf/NaN test, which concerns the convolution alone. */
+static inline void WG_FN(wg_tile_epilogue)(const wg_geometry *geo, WG_REAL *first,
+                                           Py_ssize_t n, const Py_ssize_t *origin,
+                                           Py_ssize_t e0, Py_ssize_t e1, Py_ssize_t e2,
+                                           Py_ssize_t g)
+{
+    const Py_ssize_t O1 = geo->out_shape[1], O2 = geo->out_shape[2], OC = geo->out_channels;
+    const Py_ssize_t OCg = geo->out_channels_per_group;
+    if (geo->epi == NULL || geo->epi->nops == 0)
+        return;
+    for (Py_ssize_t i0 = 0; i0 < e0; i0++)
+        for (Py_ssize_t i1 = 0; i1 < e1; i1++) {
+            const Py_ssize_t row = ((n * geo->out_shape[0] + origin[0] + i0) * O1
+                                    + origin[1] + i1) * O2 + origin[2];
+            WG_REAL *line = first + ((i0 * O1 + i1) * O2) * OC;
+            if (sizeof(WG_REAL) == sizeof(float))
+                cl_epi_apply_f32(geo->epi, (float *)line, OC, e2, OCg, row, g * OCg);
+            else
+                cl_epi_apply_f64(geo->epi, (double *)line, OC, e2, OCg, row, g * OCg);
+        }
+}
+
 /* A^T M A (per axis) plus bias for tiles [t_begin, t_end) of group g, from
  * M[pos * pos_stride + (t - row_begin) * row_stride + oc]; writes the outputs that fall inside dst
  * (the last tile along an axis may stick out).
@@ -373,6 +397,7 @@ WG_TARGETS int WG_FN(wg_output_tiles)(
             }
             for (Py_ssize_t v = 0; v < WG_VL; v++)
                 nonfinite |= bad[v] != 0;
+            WG_FN(wg_tile_epilogue)(geo, first, n, origin, e0, e1, e2, g);
             continue;
         }
         for (Py_ssize_t c0 = 0; c0 < OCg; c0 += CC) {
@@ -413,6 +438,7 @@ WG_TARGETS int WG_FN(wg_output_tiles)(
                 }
             }
         }
+        WG_FN(wg_tile_epilogue)(geo, first, n, origin, e0, e1, e2, g);
     }
     return nonfinite;
 }

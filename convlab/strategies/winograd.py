@@ -432,6 +432,26 @@ def workspace_bytes_used(m: int, problem, threads: int,
 
 # --------------------------------------------------------------------------- run
 
+def _padding_only_ranges(problem):
+    """Per axis, the output ranges whose every tap lies in the zero padding."""
+    ranges = []
+    for axis in range(problem.rank):
+        i, pb = problem.input_shape[axis], problem.pads_begin[axis]
+        o = problem.output_shape[axis]
+        # output x reads inputs x - P_b .. x - P_b + 2
+        head = min(o, max(0, pb - (wt.KERNEL - 1)))
+        tail = min(o, max(0, i + pb))
+        ranges.append([(lo, hi) for lo, hi in ((0, head), (tail, o)) if lo < hi])
+    return ranges
+
+
+def _fuses_post_ops(problem, has_sum) -> bool:
+    # Without a sum only: a call whose tiles came out Inf or NaN is recomputed by direct
+    # over dst, and outputs in the padding alone are overwritten after the kernel (so
+    # problems that have those keep the separate output stage).
+    return not has_sum and not any(_padding_only_ranges(problem))
+
+
 def _fill_padding_only_outputs(problem, dst, bias) -> None:
     """Outputs whose every tap lies in the zero padding are exactly the bias.
 
@@ -439,17 +459,11 @@ def _fill_padding_only_outputs(problem, dst, bias) -> None:
     residue of its neighbours' data; SPEC §1 makes it exactly bias (or 0).
     """
     value = 0 if bias is None else bias
-    for axis in range(problem.rank):
-        i, pb = problem.input_shape[axis], problem.pads_begin[axis]
-        o = problem.output_shape[axis]
-        # output x reads inputs x - P_b .. x - P_b + 2
-        head = min(o, max(0, pb - (wt.KERNEL - 1)))
-        tail = min(o, max(0, i + pb))
-        for lo, hi in ((0, head), (tail, o)):
-            if lo < hi:
-                index = [slice(None)] * dst.ndim
-                index[1 + axis] = slice(lo, hi)
-                dst[tuple(index)] = value
+    for axis, ranges in enumerate(_padding_only_ranges(problem)):
+        for lo, hi in ranges:
+            index = [slice(None)] * dst.ndim
+            index[1 + axis] = slice(lo, hi)
+            dst[tuple(index)] = value
 
 
 def fused_weights(m: int, problem, b: Blocking) -> bool:
@@ -471,8 +485,10 @@ def _fusable(problem) -> bool:
             and 9 * icg * ocg * itemsize <= FUSED_MAX_FILTER_BYTES)
 
 
-def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads) -> str:
-    """Compute ``dst``; returns "winograd", or "direct" when it had to recompute exactly."""
+def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads,
+                 epilogue=None) -> str:
+    """Compute ``dst``; returns "winograd", or "direct" when it had to recompute exactly.
+    ``epilogue``: post-ops the kernel applies to each tile (see :func:`_fuses_post_ops`)."""
     r, m = problem.rank, prepared.transform.m
     bts, ats, _ = lifted_transforms(prepared.transform, r, problem.dtype)
     b = blocking(m, problem, threads)
@@ -482,23 +498,24 @@ def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads) ->
         nonfinite = _winograd.conv_winograd(
             _lifted(src, r), None, bias, _lifted(dst, r), *bts, *ats, pads, b.block,
             b.channel_chunk, b.threads, b.shared, prepared.level,
-            np.ascontiguousarray(prepared.canonical, dtype=problem.dtype), gs[-1])
+            np.ascontiguousarray(prepared.canonical, dtype=problem.dtype), gs[-1], epilogue)
     else:
         nonfinite = _winograd.conv_winograd(
             _lifted(src, r), prepared.transformed(threads), bias, _lifted(dst, r), *bts,
-            *ats, pads, b.block, b.channel_chunk, b.threads, b.shared, prepared.level)
+            *ats, pads, b.block, b.channel_chunk, b.threads, b.shared, prepared.level,
+            epilogue=epilogue)
     if nonfinite:
         direct = get_algorithm("direct")
         direct.run(problem, src, direct.prepare_weights(problem, prepared.canonical), bias,
-                   dst, threads)
+                   dst, threads, epilogue=epilogue)
         return "direct"
     _fill_padding_only_outputs(problem, dst, bias)
     return "winograd"
 
 
 def _make_run(m: int):
-    def run(problem, src, weights, bias, dst, threads):
-        run_prepared(problem, src, weights, bias, dst, threads)
+    def run(problem, src, weights, bias, dst, threads, epilogue=None):
+        run_prepared(problem, src, weights, bias, dst, threads, epilogue)
 
     run.__name__ = f"run_winograd{m}"
     run.__doc__ = f"Winograd F({m}, 3) per axis: tile transforms + batched GEMMs"
@@ -601,5 +618,5 @@ for _m in TILE_SIZES:
         description=f"Winograd F({_m}x{_m}, 3x3) (1-D F({_m}, 3), 3-D nested): "
                     f"kernel 3, stride 1, dilation 1",
         # the worst entry measured at the problem's rank decides what precision= admits
-        relative_error=_make_relative_error(_m),
+        relative_error=_make_relative_error(_m), fuse_post_ops=_fuses_post_ops,
     )(_make_run(_m))
