@@ -188,7 +188,7 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
                        and out.flags.c_contiguous)
     if writes_in_place:
         dst = out
-    elif epilogue is not None and epilogue.has_sum:
+    elif epilogue is not None and epilogue.seeds_sum:
         # the fused sum reads the prior dst from the kernel's own buffer
         dst = np.ascontiguousarray(params.canonical_view(out, problem))
     else:

@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from convlab.params import ConvProblem, _channels_last
+from convlab.params import ConvProblem, _channels_last, canonical_view
 
 # name -> (parameter names, defaults for the trailing ones)
 ELTWISE = {
@@ -283,43 +283,56 @@ def fusion_blocker(problem: ConvProblem, ops) -> Optional[str]:
     """Why this chain cannot run in a kernel epilogue whatever the algorithm, or None."""
     if problem.result_dtype is not None or problem.dtype not in (np.float32, np.float64):
         return f"{problem.output_dtype} results are converted in the output stage"
-    if any(op.name == "sum" for op in ops[1:]):
-        # a kernel overwrites dst as it goes: only a leading sum can read the prior dst
-        # first (it seeds the accumulation), as in oneDNN's conv + sum + eltwise
-        return "a sum after another post-op is applied in the output stage"
     return None
 
 
+def _seeds_sum(problem: ConvProblem, ops, algorithm) -> bool:
+    """Whether the chain starts with a sum that ``algorithm`` folds into its accumulation
+    (it starts each block from scale * prior dst + bias, reading the prior in cache)."""
+    return ops[0].name == "sum" and algorithm.fuse_post_ops(problem, True)
+
+
 def epilogue(problem: ConvProblem, ops, algorithm, out=None):
-    """``ops`` as a kernel epilogue for ``algorithm``, or None when they are not fused
-    (no post-ops, see :func:`fusion_blocker`, or the algorithm's ``fuse_post_ops``)."""
-    if not ops or algorithm.fuse_post_ops is None:
+    """``ops`` as a kernel epilogue for ``algorithm``, or None when they are not fused (no
+    post-ops, :func:`fusion_blocker`, or an algorithm without ``fuse_post_ops``).
+
+    A sum the kernel cannot seed (one after another post-op, or an algorithm that cannot
+    start from dst) reads a snapshot of the prior dst taken before the kernel runs: one
+    copy of dst, still cheaper than a separate output stage."""
+    if not ops or algorithm.fuse_post_ops is None or fusion_blocker(problem, ops):
         return None
-    if all(op.operand is None for op in ops):
+    if not algorithm.fuse_post_ops(problem, False):
+        return None
+    seeded = _seeds_sum(problem, ops, algorithm)
+    if all(op.operand is None for op in ops) and \
+            all(op.name != "sum" for op in ops[1 if seeded else 0:]):
         # nothing in it refers to the caller's data: build it once (a plan's small layers
         # would spend a tenth of their time here)
-        return _epilogue_of_parameters(problem, ops, algorithm)
-    return _build_epilogue(problem, ops, algorithm, out)
+        return _epilogue_of_parameters(problem, ops, algorithm, seeded)
+    return _build_epilogue(problem, ops, seeded, out)
 
 
 @functools.lru_cache(maxsize=64)
-def _epilogue_of_parameters(problem: ConvProblem, ops, algorithm):
-    return _build_epilogue(problem, ops, algorithm, None)
+def _epilogue_of_parameters(problem: ConvProblem, ops, algorithm, seeded: bool):
+    return _build_epilogue(problem, ops, seeded, None)
 
 
-def _build_epilogue(problem: ConvProblem, ops, algorithm, out):
-    if fusion_blocker(problem, ops):
-        return None
-    has_sum = ops[0].name == "sum"
-    if not algorithm.fuse_post_ops(problem, has_sum):
-        return None
+def _build_epilogue(problem: ConvProblem, ops, seeded: bool, out):
     from convlab.kernels._epilogue import Epilogue
 
     shape = (problem.batch, problem.output_size, problem.out_channels)
-    chain = [(op.name, op.parameters,
-              None if op.operand is None else _kernel_operand(op.operand, problem, out))
-             for op in ops[has_sum:]]
-    return Epilogue(chain, ops[0].parameters[0] if has_sum else None, shape, problem.dtype)
+    snapshot = None
+    chain = []
+    for op in ops[1 if seeded else 0:]:
+        if op.name == "sum":
+            if snapshot is None:
+                snapshot = np.array(canonical_view(out, problem), dtype=problem.dtype,
+                                    order="C").reshape(shape)
+            chain.append(("scaled_add", op.parameters, snapshot))
+        else:
+            chain.append((op.name, op.parameters, None if op.operand is None
+                          else _kernel_operand(op.operand, problem, out)))
+    return Epilogue(chain, ops[0].parameters[0] if seeded else None, shape, problem.dtype)
 
 
 def _kernel_operand(view: np.ndarray, problem: ConvProblem, out) -> np.ndarray:

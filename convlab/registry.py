@@ -16,11 +16,12 @@ An algorithm is a name and four callables:
     input shape, so it may depend on the weights and attributes, never on the src
     extents or the batch.
 
-``fuse_post_ops(problem, has_sum)``, optional
+``fuse_post_ops(problem, seeds_sum)``, optional
     True when ``run`` takes an ``epilogue=`` keyword (a
     :class:`convlab.kernels._epilogue.Epilogue`) and applies that post-op chain itself,
-    block by block as it writes dst (``has_sum``: the chain starts with a sum, which
-    reads dst's prior contents). Without it, post-ops run in a separate output stage.
+    block by block as it writes dst; with ``seeds_sum``, when it can also start each
+    block from a leading sum's scale * (prior dst) + bias. Without it, post-ops run in a
+    separate output stage.
 
 An algorithm that rounds differently from a plain sum of products (Winograd's
 transforms) declares its measured float32 relative error as ``relative_error``;

@@ -331,7 +331,7 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
         bias = _np.zeros(g.OCgp, dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.OCgp:
         raise ValueError(f"bias has shape ({bias.shape[0]},); expected ({g.OCgp},)")
-    if epilogue is not None and epilogue.has_sum:
+    if epilogue is not None and epilogue.seeds_sum:
         raise ValueError("epilogue has a sum; the depthwise kernel fuses post-ops without one")
     _attach_epilogue(&g, epilogue, _np.dtype(_np.float32 if real is float else _np.float64))
 

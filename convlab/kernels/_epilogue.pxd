@@ -7,7 +7,7 @@ cdef extern from "epilogue.h" nogil:
         const void *operand
         Py_ssize_t s_n, s_pix, s_ch
     ctypedef struct cl_epilogue:
-        int has_sum
+        int seeds_sum
         double sum_scale
         int nops
         const cl_postop *ops

@@ -12,7 +12,7 @@ import numpy as _np
 # Post-op names -> the CL_OP_* codes of epilogue.h.
 OP_CODES = {name: code for code, name in enumerate((
     "relu", "tanh", "sigmoid", "elu", "gelu_erf", "gelu_tanh", "swish", "clip", "linear",
-    "abs", "square", "exp", "log", "add", "mul", "max", "min"))}
+    "abs", "square", "exp", "log", "add", "mul", "max", "min", "scaled_add"))}
 
 
 cdef class Epilogue:
@@ -35,7 +35,7 @@ cdef class Epilogue:
         if self.ops == NULL:
             raise MemoryError("no memory for the post-op list")
         self.operands = []
-        self.c.has_sum = sum_scale is not None
+        self.c.seeds_sum = sum_scale is not None
         self.c.sum_scale = 1.0 if sum_scale is None else float(sum_scale)
         self.c.nops = len(ops)
         self.c.ops = self.ops
@@ -70,8 +70,8 @@ cdef class Epilogue:
         free(self.ops)
 
     @property
-    def has_sum(self):
-        return bool(self.c.has_sum)
+    def seeds_sum(self):
+        return bool(self.c.seeds_sum)
 
     def __len__(self):
         return self.c.nops

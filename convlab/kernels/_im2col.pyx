@@ -296,7 +296,7 @@ cdef inline void add_bias(real* c, Py_ssize_t ldc, const real* bias, Py_ssize_t 
 
 cdef inline bint seeds(const cl_epilogue* e) noexcept nogil:
     """A fused sum: blocks start from scale * dst + bias, and every GEMM accumulates."""
-    return e != NULL and e.has_sum
+    return e != NULL and e.seeds_sum
 
 
 cdef inline void seed(const cl_epilogue* e, real* c, Py_ssize_t ldc, const real* bias,

@@ -272,8 +272,8 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     cdef bint fused = U is None
     geo.epi = NULL
     if epilogue is not None:
-        if epilogue.has_sum or epilogue.dtype.itemsize != sizeof(real):
-            raise ValueError(f"epilogue (sum: {epilogue.has_sum}, {epilogue.dtype}) must be "
+        if epilogue.seeds_sum or epilogue.dtype.itemsize != sizeof(real):
+            raise ValueError(f"epilogue (sum: {epilogue.seeds_sum}, {epilogue.dtype}) must be "
                              f"without a sum and of dst's dtype")
         geo.epi = &epilogue.c
     if fused and (weights is None or gmat is None or not shared):

@@ -305,7 +305,7 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     const ptrdiff_t npix = g->OD * g->OH * g->OW;
     ptrdiff_t poff[12], pd0[12], ph0[12], pw0[12];
     ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0;
-    const int summing = g->epi != NULL && g->epi->has_sum;
+    const int summing = g->epi != NULL && g->epi->seeds_sum;
     const int finishing = g->epi != NULL && g->epi->nops > 0;
     int J, pmax;
     const CL_REAL *src_n, *w_g;

@@ -6,11 +6,11 @@
  * channel is c0. Binary operands are indexed by those coordinates through their strides,
  * which are 0 on the axes they broadcast over.
  *
- * A `sum` post-op is fused only as the first post-op: the kernel then starts its
- * accumulation from scale * (prior dst) + bias (cl_epi_prologue_*) instead of from the
- * bias, so the prior contents are read exactly once, before they are overwritten. The
- * post-ops after it run in the epilogue (cl_epi_apply_*). Other orders are not fused
- * (convlab.postops decides).
+ * A leading `sum` post-op may be seeded: the kernel then starts its accumulation from
+ * scale * (prior dst) + bias (cl_epi_prologue_*) instead of from the bias, so the prior
+ * contents are read once, in cache, before they are overwritten. The post-ops after it
+ * run in the epilogue (cl_epi_apply_*). Any other sum is a CL_OP_SCALED_ADD of a
+ * snapshot of the prior dst, taken before the kernel ran (convlab.postops decides).
  *
  * The element functions follow convlab.postops.apply formula by formula (sigmoid through
  * tanh, max/min propagating NaN like NumPy), in the problem's dtype. */
@@ -24,7 +24,8 @@
 enum {
     CL_OP_RELU = 0, CL_OP_TANH, CL_OP_SIGMOID, CL_OP_ELU, CL_OP_GELU_ERF, CL_OP_GELU_TANH,
     CL_OP_SWISH, CL_OP_CLIP, CL_OP_LINEAR, CL_OP_ABS, CL_OP_SQUARE, CL_OP_EXP, CL_OP_LOG,
-    CL_OP_ADD, CL_OP_MUL, CL_OP_MAX, CL_OP_MIN
+    CL_OP_ADD, CL_OP_MUL, CL_OP_MAX, CL_OP_MIN,
+    CL_OP_SCALED_ADD  /* x + a * operand: a sum reading a snapshot of the prior dst */
 };
 
 typedef struct {
@@ -35,7 +36,7 @@ typedef struct {
 } cl_postop;
 
 typedef struct {
-    int has_sum;                 /* the first post-op was a sum */
+    int seeds_sum;                 /* the first post-op was a sum */
     double sum_scale;
     int nops;                    /* the post-ops after the sum */
     const cl_postop *ops;
@@ -128,6 +129,7 @@ static TGT void cl_epi_apply_##SFX(const cl_epilogue *e, REAL *d, ptrdiff_t ld, 
         case CL_OP_LOG: CL_EPI_MAP(LOG(x)) break;                                           \
         case CL_OP_ADD: CL_EPI_MAP_OPERAND(x + o) break;                                    \
         case CL_OP_MUL: CL_EPI_MAP_OPERAND(x * o) break;                                    \
+        case CL_OP_SCALED_ADD: CL_EPI_MAP_OPERAND(x + a * o) break;                         \
         /* NaN on either side gives NaN, as np.maximum / np.minimum */                      \
         case CL_OP_MAX: CL_EPI_MAP_OPERAND(x > o || x != x ? x : o) break;                  \
         default: CL_EPI_MAP_OPERAND(x < o || x != x ? x : o) break;                         \

@@ -166,10 +166,11 @@ def _cost(problem, threads):
     return cost_model.estimate("direct", threads, *cost_terms(problem, threads))
 
 
-def _fuses_post_ops(problem, has_sum) -> bool:
+def _fuses_post_ops(problem, seeds_sum) -> bool:
     # The depthwise kernel writes some channels twice (overlapping edge vectors), which
-    # is harmless only when each write starts from the bias, not from dst (_direct.pyx).
-    return not (has_sum and is_depthwise(problem))
+    # is harmless only when each write starts from the bias, not from dst (_direct.pyx):
+    # it cannot seed a sum.
+    return not (seeds_sum and is_depthwise(problem))
 
 
 @register_algorithm("direct", supports=_supports, cost=_cost, prepare_weights=prepare_weights,

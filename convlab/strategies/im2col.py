@@ -480,8 +480,9 @@ def _cost(problem, threads):
     return cost_model.estimate("im2col", threads, terms, details)
 
 
-def _fuses_post_ops(problem, has_sum) -> bool:
-    # every path finishes disjoint blocks of dst after their last GEMM (_im2col.pyx)
+def _fuses_post_ops(problem, seeds_sum) -> bool:
+    # every path finishes disjoint blocks of dst after their last GEMM, and can start a
+    # block's first GEMM from its prior contents (_im2col.pyx)
     return True
 
 

@@ -445,11 +445,11 @@ def _padding_only_ranges(problem):
     return ranges
 
 
-def _fuses_post_ops(problem, has_sum) -> bool:
-    # Without a sum only: a call whose tiles came out Inf or NaN is recomputed by direct
-    # over dst, and outputs in the padding alone are overwritten after the kernel (so
-    # problems that have those keep the separate output stage).
-    return not has_sum and not any(_padding_only_ranges(problem))
+def _fuses_post_ops(problem, seeds_sum) -> bool:
+    # It cannot seed a sum: a call whose tiles came out Inf or NaN is recomputed by direct
+    # over dst, after the prior contents are gone. Outputs in the padding alone are
+    # overwritten after the kernel, so problems that have those keep the output stage.
+    return not seeds_sum and not any(_padding_only_ranges(problem))
 
 
 def _fill_padding_only_outputs(problem, dst, bias) -> None:
