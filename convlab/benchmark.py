@@ -245,7 +245,7 @@ IDLE_SECONDS = 0.05
 
 
 def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, seed,
-                schedule="blocks"):
+                schedule="blocks", rounds=1, min_block_seconds=0.0):
     src, weights, _ = layer.arrays(seed=seed)
     r = layer.rank
     src_ncx = np.moveaxis(src, -1, 1)
@@ -282,8 +282,13 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
             for contender in runnable[shift:] + runnable[:shift]:
                 _time_once(contender)
         return contenders
-    for contender in runnable:
-        contender.times.extend(time_block(contender.call, repeats))
+    # Several rounds of blocks, contenders in alternating order: a slow spell of the
+    # machine then falls on several contenders' blocks rather than on one contender.
+    per_block = max(1, -(-repeats // rounds))
+    for index in range(rounds):
+        for contender in runnable if index % 2 == 0 else runnable[::-1]:
+            contender.times.extend(time_block(contender.call, per_block,
+                                              min_seconds=min_block_seconds))
     return contenders
 
 
@@ -293,16 +298,27 @@ def _time_once(contender) -> None:
     contender.times.append(time.perf_counter() - start)
 
 
-def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SECONDS
-               ) -> List[float]:
-    """Seconds of ``repeats`` back-to-back calls, after a pause and one untimed call.
+# Most calls one block takes when min_seconds asks for more than ``repeats``.
+MAX_BLOCK_REPEATS = 2000
+
+
+def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SECONDS,
+               min_seconds: float = 0.0) -> List[float]:
+    """Seconds of back-to-back calls, after a pause and one untimed call: ``repeats`` of
+    them, or as many as take about ``min_seconds`` (judged by the untimed call, at most
+    MAX_BLOCK_REPEATS), whichever is more. Tiny layers then get enough calls for a
+    steady median.
 
     The pause lets the previous contender's thread pool go idle: OpenMP and OpenBLAS
     workers spin for a while after a call, and on 2 cores a spinning pool of another
     library slowed the next call 2-20x when contenders alternated call by call.
     """
     time.sleep(pause)
+    start = time.perf_counter()
     call()
+    first = time.perf_counter() - start
+    if min_seconds > 0:
+        repeats = max(repeats, min(MAX_BLOCK_REPEATS, math.ceil(min_seconds / max(first, 1e-7))))
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -370,6 +386,12 @@ def parse_args(argv=None, prog=None):
                         help="minibatch for every layer (0: the file's own mb)")
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per contender")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per contender")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="blocks schedule: split each contender's runs into this many "
+                             "blocks, contenders alternating between blocks")
+    parser.add_argument("--min-block-time", type=float, default=0.1,
+                        help="blocks schedule: seconds each block runs at least (more runs "
+                             "on small layers)")
     parser.add_argument("--algorithms", default=None,
                         help="comma-separated convlab algorithms ('auto' and 'plan' allowed); "
                              "default: every registered one except 'reference', and 'auto'")
@@ -389,8 +411,10 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--csv", default=None,
                         help="also write one row per layer and contender to this path")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.warmup < 0 or args.mb < 0:
-        parser.error("--repeats must be >= 1, --warmup >= 0 and --mb >= 0")
+    if args.repeats < 1 or args.warmup < 0 or args.mb < 0 or args.rounds < 1 \
+            or args.min_block_time < 0:
+        parser.error("--repeats and --rounds must be >= 1, --warmup, --mb and "
+                     "--min-block-time >= 0")
     return args
 
 
@@ -440,7 +464,9 @@ def main(argv=None, prog=None) -> int:
     print(f"load average before: {load_average()}")
     print(f"suite {args.suite}: {len(layers)} layers, mb "
           f"{args.mb if args.mb else 'from file'}, float32, {threads} thread(s), "
-          f"{args.warmup} warm-up + median of {args.repeats} runs, schedule {args.schedule}")
+          f"{args.warmup} warm-up + median of {args.repeats} runs, schedule {args.schedule}"
+          + (f" ({args.rounds} rounds of blocks, each at least {args.min_block_time:g} s)"
+             if args.schedule == "blocks" else ""))
     print(f"check: every result against {'torch' if torch else 'convlab.reference'}, "
           f"normwise tolerance {CHECK_TOLERANCE:g}")
     print()
@@ -467,7 +493,8 @@ def main(argv=None, prog=None) -> int:
     results = []
     for index, (layer, name) in enumerate(progress(list(zip(layers, names)), args.suite)):
         contenders = bench_layer(layer, algorithms, threads, args.repeats, args.warmup,
-                                 torch, onnx, ort, seed=index, schedule=args.schedule)
+                                 torch, onnx, ort, seed=index, schedule=args.schedule,
+                                 rounds=args.rounds, min_block_seconds=args.min_block_time)
         if matmul is not None:
             contenders.append(Contender("matmul", "gemm", times=[matmul[index]],
                                         checked=False))

@@ -61,7 +61,8 @@ def test_constants_are_non_negative_and_cite_their_run():
 
 def test_a_plan_chooses_without_the_per_call_weight_preparation():
     """Plans pack or transform weights once, so their estimates leave those terms out."""
-    problem = convlab.make_problem((1, 7, 7, 512), np.float32, (1, 1, 512, 2048), np.float32)
+    # 2040 channels are not whole vectors: direct pads (packs) them
+    problem = convlab.make_problem((1, 7, 7, 512), np.float32, (1, 1, 512, 2040), np.float32)
     estimate = registry.get_algorithm("direct").cost(problem, 2)
     terms, per_unit = estimate.inputs["terms"], estimate.inputs["seconds_per_unit"]
     preparation = terms["weight_pack_bytes"] * per_unit["weight_pack_bytes"]
@@ -73,5 +74,18 @@ def test_a_plan_chooses_without_the_per_call_weight_preparation():
     prepared_pick = select.choose(problem, 2, rows, prepared=True)
     assert prepared_pick == min(select.contenders(rows),
                                 key=lambda r: cost_model.seconds(r.estimate, True)).name
-    plan = convlab.Convolution(np.zeros((1, 1, 512, 2048), np.float32), threads=2)
+    plan = convlab.Convolution(np.zeros((1, 1, 512, 2040), np.float32), threads=2)
     assert plan.algorithm_for(np.zeros((1, 7, 7, 512), np.float32)) == prepared_pick
+
+
+def test_direct_reuses_weights_that_fill_whole_vectors():
+    """OC/G a multiple of 16 float32: the canonical weights are the kernel's layout, so a
+    one-shot call neither copies them nor is charged for packing."""
+    direct = registry.get_algorithm("direct")
+    for oc, reused in ((64, True), (60, False)):
+        problem = convlab.make_problem((1, 5, 5, 8), np.float32, (3, 3, 8, oc), np.float32)
+        weights = np.ones((1, 3, 3, 8, oc), np.float32)
+        prepared = direct.prepare_weights(problem, weights)
+        assert np.shares_memory(prepared.array, weights) == reused
+        pack = direct.cost(problem, 2).inputs["terms"]["weight_pack_bytes"]
+        assert (pack == 0) == reused

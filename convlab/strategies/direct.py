@@ -65,6 +65,16 @@ class PreparedWeights:
         return np.zeros(shape, dtype=self.array.dtype)
 
 
+REUSE_UNPADDED_WEIGHTS = True
+
+
+def _reuses_weights(problem) -> bool:
+    """Dense weights whose OC/G fills whole vectors need no packing (prepare_weights)."""
+    ocg = problem.out_channels_per_group
+    return (REUSE_UNPADDED_WEIGHTS and not is_depthwise(problem)
+            and _direct.padded_channels(ocg, problem.dtype.itemsize) == ocg)
+
+
 def prepare_weights(problem, weights) -> PreparedWeights:
     """Repack canonical (G, K..., ICg, OCg) weights for the microkernels."""
     kernel = lift_spatial(problem.kernel_shape, problem.rank, 1)
@@ -76,6 +86,11 @@ def prepare_weights(problem, weights) -> PreparedWeights:
         packed = _direct.pack_depthwise(weights.reshape(g, -1), padded)
         return PreparedWeights(True, packed.reshape(*kernel, padded))
     padded = _direct.padded_channels(ocg, itemsize)
+    if _reuses_weights(problem):
+        # Already in the kernel's layout (the canonical one, whole vectors of channels):
+        # a one-shot call then skips copying the weights, which on weight-heavy layers
+        # costs about as much as a tenth of the convolution.
+        return PreparedWeights(False, weights.reshape(g, *kernel, icg, padded))
     packed = _direct.pack_dense(weights.reshape(g, -1, ocg), padded)
     return PreparedWeights(False, packed.reshape(g, *kernel, icg, padded))
 
@@ -151,8 +166,9 @@ def cost_terms(problem, threads) -> dict:
              "inner_loops": loops / threads, "src_bytes": src_bytes / threads,
              # written once, at a bandwidth the threads share: not divided by them
              "dst_bytes": dst_bytes,
-             # a one-shot call packs the weights on one thread (a plan packs them once)
-             "weight_pack_bytes": weight_bytes,
+             # a one-shot call packs the weights on one thread (a plan packs them once),
+             # unless they already come in whole vectors of channels
+             "weight_pack_bytes": 0.0 if _reuses_weights(problem) else weight_bytes,
              "weight_stream_bytes_cached": streamed / threads if cached else 0.0,
              "weight_stream_bytes_uncached": 0.0 if cached else streamed / threads}
     terms[flops_term] = padded_flops / threads
