@@ -303,6 +303,63 @@ def test_unfold_matches_the_panel_definition(rng):
         np.testing.assert_array_equal(block, want[3:11, 2:13])
 
 
+def _panel_by_definition(src, kernel, strides, dilations, pads_begin, output_shape):
+    """The whole group-0 panel of a 2-D problem with groups=1, built from its definition."""
+    n_batch, ih, iw, ic = src.shape
+    (oh, ow), (kh, kw) = output_shape, kernel
+    want = np.zeros((n_batch * oh * ow, kh * kw * ic), src.dtype)
+    for n in range(n_batch):
+        for i in range(oh):
+            for j in range(ow):
+                for a in range(kh):
+                    for b in range(kw):
+                        y = i * strides[0] + a * dilations[0] - pads_begin[0]
+                        x = j * strides[1] + b * dilations[1] - pads_begin[1]
+                        if 0 <= y < ih and 0 <= x < iw:
+                            col = (a * kw + b) * ic
+                            want[(n * oh + i) * ow + j, col:col + ic] = src[n, y, x]
+    return want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("attributes", [
+    {"strides": (2, 2), "pads_begin": 3, "pads_end": 2},           # ResNet-50 conv1's shape
+    {"strides": (2, 3), "dilations": (2, 1), "pads_begin": (2, -1), "pads_end": (1, 3)},
+    {"strides": (1, 1), "pads_begin": (0, 5), "pads_end": (4, 6)},  # rows wholly in the pads
+])
+def test_unfold_of_dense_2d_rows_matches_the_panel_definition(rng, dtype, attributes):
+    """2-D, one group, dilation 1 on the last axis: the kernel copies each kernel row's taps
+    as one run (a separate code path from the tap-by-tap one); every run must land where
+    the definition puts it, for float32 and float64, with pads and crops."""
+    src = rng.standard_normal((2, 9, 11, 3)).astype(dtype)
+    weights = np.zeros((4, 3, 3, 5), dtype)
+    problem = problem_of(src, weights, None, attributes)
+    want = _panel_by_definition(src, problem.kernel_shape, problem.strides, problem.dilations,
+                                problem.pads_begin, problem.output_shape)
+    np.testing.assert_array_equal(im2col.unfold(problem, src), want)
+    np.testing.assert_array_equal(im2col.unfold(problem, src, rows=slice(5, 17)), want[5:17])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_mode_cuts_chunks_to_the_small_gemm_size(dtype):
+    """ResNet-50 conv1 (K*IC = 147, OC = 64): float32 chunks keep rows * OC * 147 within
+    SMALL_GEMM_MNK (at least SMALL_GEMM_MIN_ROWS rows); float64, not measured, is left alone;
+    the cost model keeps the packed plan's terms."""
+    problem = convlab.make_problem((1, 229, 229, 3), dtype, (7, 7, 3, 64), dtype, strides=2)
+    cut = im2col.plan(problem, 2)
+    packed = im2col.plan(problem, 2, small_gemm=False)
+    assert cut.mode == packed.mode == im2col.MODE_ROWS
+    if dtype == np.float32:
+        assert im2col.SMALL_GEMM_MIN_ROWS <= cut.rows
+        assert cut.rows * 64 * 147 <= im2col.SMALL_GEMM_MNK < packed.rows * 64 * 147
+    else:
+        assert cut == packed
+    # a reduction too deep for SMALL_GEMM_MIN_ROWS rows keeps its chunks
+    deep = convlab.make_problem((1, 56, 56, 64), np.float32, (3, 3, 64, 64), np.float32,
+                                pads_begin=1, pads_end=1)
+    assert im2col.plan(deep, 2) == im2col.plan(deep, 2, small_gemm=False)
+
+
 def test_cost_model_orders_im2col_and_direct_where_every_bench_run_agrees():
     """The fitted model must keep the orderings no bench run has ever contradicted: a large
     1x1 layer is one plain GEMM for im2col (res2a_branch1: im2col 112 against direct 22

@@ -27,6 +27,10 @@ variable, or the :func:`workspace_limit` context manager), whatever the batch an
 spatial sizes. A full panel of VGG-19 conv1_2 at batch 1 would take 110 MiB. The buffer
 is kept for the next call (one per Python thread; :func:`release_workspace` frees it).
 
+Chunks: about CHUNK_TARGET_BYTES of panel per thread, except where a few dozen rows
+make a GEMM small enough for OpenBLAS's unpacked sgemm kernel (SMALL_GEMM_MNK: ResNet-50
+conv1, narrow 1x1 layers); the chunks are then cut to that size.
+
 Threads: OpenMP in the kernel and BLAS threads are never both at full width. The
 kernel's OpenMP threads each run their own row chunks with single-threaded BLAS calls
 (``rows`` mode), or, when there are too few rows to share, all threads unfold one
@@ -162,6 +166,22 @@ REDUCTION_ROWS = 64
 OC_BLOCK_MIN = 16
 # sgemm/dgemm take 32-bit int sizes and leading dimensions.
 BLAS_INT_MAX = 2**31 - 1
+# OpenBLAS (0.3.30, SkylakeX, as SciPy ships it) runs an sgemm with m*n*k up to 100**3
+# through a kernel that reads the operands in place instead of packing them, and zeroes
+# no C beforehand. Where a chunk of at least SMALL_GEMM_MIN_ROWS rows fits that bound,
+# ROWS mode cuts the rows so that it does. Measured with the kernel alone:
+# _im2col.conv_im2col on the layer's arrays with rows_per_chunk forced, MODE_ROWS,
+# 2 threads, BLAS at 1 thread, median of 7-9 benchmark.time_block(call, 20) blocks:
+#   conv1 (K=147, OC=64): 48..104 rows 1.10-1.23 ms, 107 rows 1.96 ms, 2091 rows 1.50 ms;
+#   res2a_branch2a (1x1 64->64, 3136 rows): 128..244 rows 0.099-0.104 ms, 245 rows
+#   0.177 ms, 392 rows 0.167 ms; res2b_branch2a (1x1 256->64): 61 rows 0.567 ms against
+#   392 rows 0.569 ms (no gain at ~60 rows, hence the minimum); 32-row chunks of conv1
+#   1.48 ms (too many calls). In `python -m convlab bench --threads 2 --suite resnet_50
+#   --mb 1 --repeats 15 --algorithms im2col --no-onnxruntime`, 12 runs alternating with
+#   the cut disabled: torch/im2col on conv1 0.64x -> 0.77x, res2a_branch2a 1.35x -> 1.74x
+#   (medians). Other BLAS libraries just see smaller chunks.
+SMALL_GEMM_MNK = 100**3
+SMALL_GEMM_MIN_ROWS = 64
 
 # Plan codes shared with the kernel, which is checked against them when it loads.
 PATH_DIRECT, PATH_GATHER, PATH_UNFOLD = 0, 1, 2
@@ -257,21 +277,33 @@ def _reference_parallelism() -> int:
 
 
 def plan(problem, threads: int, limit_bytes: int | None = None,
-         cores: int | None = None) -> Plan:
+         cores: int | None = None, small_gemm: bool = True) -> Plan:
     """Choose path, thread mode and chunk sizes so that the panels fit ``limit_bytes``.
 
     The work grid (chunks, group blocks, output-channel blocks, reduction blocks) is
     sized for ``cores`` (default: the cores this process may use), not for ``threads``:
     every GEMM call then has the same shape whatever the thread count, so the result is
     the same bit for bit. ``threads`` only says how many threads share the grid.
+    ``small_gemm=False`` leaves out the SMALL_GEMM_MNK row cut (the cost model's view).
     """
     limit_bytes = _workspace_limit if limit_bytes is None else limit_bytes
     cores = _reference_parallelism() if cores is None else max(1, int(cores))
-    return _plan(problem, max(1, int(threads)), limit_bytes, cores, _forced_mode)
+    return _plan(problem, max(1, int(threads)), limit_bytes, cores, _forced_mode,
+                 small_gemm)
+
+
+def _small_gemm_rows(problem, depth: int) -> int:
+    """Most rows per GEMM call that keep OpenBLAS's unpacked sgemm (SMALL_GEMM_MNK), or 0
+    when fewer than SMALL_GEMM_MIN_ROWS would (the packed GEMM is then as fast or faster)."""
+    if problem.dtype != np.dtype(np.float32):
+        return 0  # measured for sgemm only
+    rows = SMALL_GEMM_MNK // max(1, problem.out_channels_per_group * depth)
+    return rows if rows >= SMALL_GEMM_MIN_ROWS else 0
 
 
 @lru_cache(maxsize=256)
-def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode) -> Plan:
+def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode,
+          small_gemm: bool = True) -> Plan:
     # cached: a network calls the same layers over and over, and planning is pure Python
     itemsize = problem.dtype.itemsize
     limit = max(1, limit_bytes // itemsize)
@@ -306,15 +338,21 @@ def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode) -> P
         row_width = {PATH_DIRECT: 0, PATH_GATHER: groups_per_task * icg,
                      PATH_UNFOLD: width}[path]
         parts = 1 if few_rows else cores
+        # one GEMM's depth: a group's channels (1x1) or its whole panel row
+        small = _small_gemm_rows(problem, icg if path != PATH_UNFOLD else width) \
+            if small_gemm else 0
         if path == PATH_DIRECT:
-            rows = _chunk_rows(m_total, max(MIN_GEMM_ROWS, m_total // (cores * 4)), m_total,
-                               parts)
+            wanted = max(MIN_GEMM_ROWS, m_total // (cores * 4))
+            rows = _chunk_rows(m_total, min(wanted, small or wanted), small or m_total, parts)
         else:
             budget = max(1, limit // cores)
             wanted = max(MIN_GEMM_ROWS, CHUNK_TARGET_BYTES // (row_width * itemsize))
             rows, cols = _panel_shape(row_width, budget, min(wanted, m_total))
             if cols == row_width:
-                rows = _chunk_rows(m_total, rows, budget // row_width, parts)
+                most = budget // row_width
+                if small:
+                    rows, most = min(rows, small), min(most, small)
+                rows = _chunk_rows(m_total, rows, most, parts)
             per_thread = rows * cols
             if path == PATH_GATHER:
                 cols = width
@@ -444,7 +482,10 @@ def _efficiency(d: float) -> float:
 
 def cost_terms(problem, threads) -> dict:
     """The work of one run, as :mod:`convlab.cost_model` terms, and the plan behind them."""
-    p = plan(problem, threads)
+    # The fitted constants predate the small-GEMM row cut, and its chunks make many more
+    # calls that pack nothing: the terms are those of the packed plan, the slower one
+    # wherever it was measured (SMALL_GEMM_MNK), until [selection] refits with the cut.
+    p = plan(problem, threads, small_gemm=False)
     itemsize = problem.dtype.itemsize
     m_total = problem.batch * problem.output_size
     width = problem.kernel_size * problem.in_channels_per_group
