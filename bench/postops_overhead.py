@@ -70,7 +70,9 @@ def main(argv=None) -> int:
                         help=f"comma-separated post-ops among {sorted(TORCH_OPS)}")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=15, help="timed calls per block")
-    parser.add_argument("--rounds", type=int, default=3, help="blocks per contender")
+    parser.add_argument("--rounds", type=int, default=5, help="blocks per contender")
+    parser.add_argument("--min-block-time", type=float, default=0.2,
+                        help="seconds each block runs at least (more calls on small layers)")
     args = parser.parse_args(argv)
     chain = args.chain.split(",")
     if not set(chain) <= set(TORCH_OPS):
@@ -86,7 +88,8 @@ def main(argv=None) -> int:
     print(f"command: python bench/postops_overhead.py {' '.join(argv or sys.argv[1:])}")
     print(f"machine: {benchmark.cpu_model()}, {os.cpu_count()} logical CPUs; "
           f"threads {args.threads}; chain {chain}; float32, batch 1, NXC, plans with out=")
-    print(f"median of {args.rounds} rounds x {args.repeats} calls per contender\n")
+    print(f"median of {args.rounds} rounds x (at least {args.repeats} calls, "
+          f"{args.min_block_time:g} s) per contender\n")
     header = (f"{'layer':<16} {'algorithm':<10} {'in kernel':>9} {'bare ms':>8} "
               f"{'chain ms':>9} {'chain':>7} {'staged':>7} {'torch':>7}")
     print(header + "\n" + "-" * len(header))
@@ -110,7 +113,8 @@ def main(argv=None) -> int:
         times = {name: [] for name in calls}
         for _ in range(args.rounds):
             for name, call in calls.items():
-                times[name] += benchmark.time_block(call, args.repeats)
+                times[name] += benchmark.time_block(call, args.repeats,
+                                                    min_seconds=args.min_block_time)
         median = {name: statistics.median(values) for name, values in times.items()}
         ratio = {"chain": median["fused"] / median["bare"],
                  "staged": median["staged"] / median["bare"]}
