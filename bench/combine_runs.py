@@ -84,6 +84,13 @@ def main(argv=None) -> int:
             print(f"torch time / {c} time: geo-mean {geo_mean([r for r, _ in ratios[c]]):.2f}x, "
                   f"lowest {low[0]:.2f}x ({low[1]}), below 0.8x on "
                   f"{sum(r < 0.8 for r, _ in ratios[c])} layers")
+    shares = [(median[layer]["matmul"] / median[layer]["im2col"], layer) for layer in order
+              if "matmul" in median[layer] and "im2col" in median[layer]]
+    if shares:
+        low = min(shares)
+        print(f"im2col rate / NumPy matmul rate on the same-sized GEMM: geo-mean "
+              f"{geo_mean([r for r, _ in shares]) * 100:.0f}%, lowest {low[0] * 100:.0f}% "
+              f"({low[1]}), below 70% on {sum(r < 0.7 for r, _ in shares)} layers")
     if regrets:
         worst = max(regrets)
         print(f"auto regret: geo-mean {geo_mean([r for r, _ in regrets]):.3f}, worst "
