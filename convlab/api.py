@@ -193,11 +193,11 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
         dst = np.ascontiguousarray(params.canonical_view(out, problem))
     else:
         dst = np.empty(problem.canonical_dst_shape, dtype=problem.dtype)
-    if epilogue is not None and problem.batch > 0:
+    if problem.batch > 0:
+        # only algorithms that fuse post-ops take the keyword
+        fused = {} if epilogue is None else {"epilogue": epilogue}
         chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads,
-                   epilogue=epilogue)
-    elif problem.batch > 0:
-        chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads)
+                   **fused)
     if writes_in_place:
         return out
     if staged:

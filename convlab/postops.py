@@ -308,12 +308,12 @@ def epilogue(problem: ConvProblem, ops, algorithm, out=None):
             all(op.name != "sum" for op in ops[1 if seeded else 0:]):
         # nothing in it refers to the caller's data: build it once (a plan's small layers
         # would spend a tenth of their time here)
-        return _epilogue_of_parameters(problem, ops, algorithm, seeded)
+        return _epilogue_of_parameters(problem, ops, seeded)
     return _build_epilogue(problem, ops, seeded, out)
 
 
 @functools.lru_cache(maxsize=64)
-def _epilogue_of_parameters(problem: ConvProblem, ops, algorithm, seeded: bool):
+def _epilogue_of_parameters(problem: ConvProblem, ops, seeded: bool):
     return _build_epilogue(problem, ops, seeded, None)
 
 

@@ -556,11 +556,12 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                                      wp + (gi * g.W + jb) * g.OCg, g.OCg, rows, g.OCg, ld,
                                      jb > 0 or summing)
                                 jb = je
-                    # the BLAS threads are idle now: the kernel's threads finish the chunk
-                    for part in prange(threads, num_threads=threads, schedule="static"):
-                        um0 = m0 + rows * part // threads
-                        um1 = m0 + rows * (part + 1) // threads
-                        finish(dp + um0 * g.OC, g.OC, bp, ep, um0, 0, um1 - um0, g.OC)
+                    if bp != NULL or ep != NULL:
+                        # the BLAS threads are idle now: the kernel's threads finish the chunk
+                        for part in prange(threads, num_threads=threads, schedule="static"):
+                            um0 = m0 + rows * part // threads
+                            um1 = m0 + rows * (part + 1) // threads
+                            finish(dp + um0 * g.OC, g.OC, bp, ep, um0, 0, um1 - um0, g.OC)
     finally:
         free(scratch_mem)
         free(mem)

@@ -65,13 +65,10 @@ class PreparedWeights:
         return np.zeros(shape, dtype=self.array.dtype)
 
 
-REUSE_UNPADDED_WEIGHTS = True
-
-
 def _reuses_weights(problem) -> bool:
     """Dense weights whose OC/G fills whole vectors need no packing (prepare_weights)."""
     ocg = problem.out_channels_per_group
-    return (REUSE_UNPADDED_WEIGHTS and not is_depthwise(problem)
+    return (not is_depthwise(problem)
             and _direct.padded_channels(ocg, problem.dtype.itemsize) == ocg)
 
 
