@@ -165,6 +165,20 @@ def random_tensors(rng, *, batch, in_channels, out_channels, groups, input_shape
     return to_data_format(src, data_format), to_weights_format(weights, weights_format), b
 
 
+# --------------------------------------------------------------------------- processes
+
+def run_python_in_checkout(code: str) -> None:
+    """Run ``code`` in a fresh interpreter from the repository root (so the import is of
+    this checkout, with no module already loaded); it must exit cleanly."""
+    import pathlib
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=str(pathlib.Path(convlab.__file__).parents[1]), check=False)
+    assert result.returncode == 0, result.stderr
+
+
 # --------------------------------------------------------------------------- mocks
 
 @contextlib.contextmanager

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from conftest import run_python_in_checkout
 
 import convlab
 from convlab import registry, viz
@@ -348,6 +348,4 @@ def test_import_convlab_and_viz_do_not_import_matplotlib():
             "import convlab.viz; from convlab import viz; "
             "viz.windows((5,), (3,)); viz.channel_connectivity(2, 2); "
             "assert 'matplotlib' not in sys.modules, 'convlab.viz'")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=str(__import__("pathlib").Path(convlab.__file__).parents[1]))
-    assert result.returncode == 0, result.stderr
+    run_python_in_checkout(code)

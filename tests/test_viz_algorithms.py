@@ -11,12 +11,11 @@ from __future__ import annotations
 import io
 import itertools
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import run_python_in_checkout
 
 import convlab
 from convlab import select, viz
@@ -325,6 +324,4 @@ def test_new_viz_modules_do_not_import_matplotlib():
             "viz.column_matrix(np.ones((1, 4, 4, 1)), (3, 3)); viz.winograd_stages(2); "
             "viz.crossover_map((8,), (8,), (1,)); "
             "assert 'matplotlib' not in sys.modules")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=str(Path(convlab.__file__).parents[1]), check=False)
-    assert result.returncode == 0, result.stderr
+    run_python_in_checkout(code)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import io
 import itertools
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import run_python_in_checkout
 
 import convlab
 from convlab import viz
@@ -240,6 +239,4 @@ def test_computing_functions_do_not_import_matplotlib():
             "s = viz.scatter_contributions((4,), (3,), strides=2); viz.stretched_view(s); "
             "viz.overlap_counts((4, 4), (3, 3), strides=2); "
             "assert 'matplotlib' not in sys.modules")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=str(Path(convlab.__file__).parents[1]), check=False)
-    assert result.returncode == 0, result.stderr
+    run_python_in_checkout(code)
