@@ -114,6 +114,11 @@ EDGE_SHAPES = {
     "k3-wide-channels": (1, 1, 40, 24, (6, 9), (3, 3), dict(pads_begin=1, pads_end=1)),
     "same-upper-stride-4": (1, 1, 2, 3, (9, 10), (3, 4), dict(auto_pad="same_upper",
                                                                strides=4)),
+    # More output channels than one register block: direct copies each pass's weights
+    # per channel chunk, the last chunk partial (200 = 12.5 float32 vectors).
+    "wide-output-channels-1x1": (1, 1, 24, 200, (5, 7), (1, 1), {}),
+    "grouped-wide-k3": (2, 2, 12, 160, (6, 7), (3, 3), dict(pads_begin=1, pads_end=1)),
+    "input-channels-in-two-passes": (1, 1, 150, 70, (4, 5), (1, 1), dict(strides=(1, 2))),
 }
 
 

@@ -17,10 +17,12 @@ import os
 import numpy as _np
 
 cimport cython
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from cython.parallel cimport prange
 
 from convlab.kernels._epilogue cimport Epilogue, cl_epilogue
+from convlab.kernels.omp_shim cimport omp_get_thread_num
 
 ctypedef fused real:
     float
@@ -40,14 +42,17 @@ cdef extern from "direct_microkernel.h" nogil:
         int isa
         Py_ssize_t V, nvec, nchunk, seglen, nseg, icb, ncgroup, ow_lo, ow_hi, nitems
         const void *zeros
+        Py_ssize_t wpack_elems
+        void *wpack
         const cl_epilogue *epi
+    Py_ssize_t cl_wpack_max_bytes
     int cl_isa_supported(int isa)
     int cl_isa_best()
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
     void cl_item_f32(const cl_geom *g, const float *src, const float *w, const float *bias,
-                     float *dst, Py_ssize_t item)
+                     float *dst, Py_ssize_t item, Py_ssize_t tid)
     void cl_item_f64(const cl_geom *g, const double *src, const double *w,
-                     const double *bias, double *dst, Py_ssize_t item)
+                     const double *bias, double *dst, Py_ssize_t item, Py_ssize_t tid)
 
 # Indexed by the CL_ISA_* levels.
 ISA_NAMES = ("default", "avx2", "avx512")
@@ -57,6 +62,9 @@ ISA_NAMES = ("default", "avx2", "avx512")
 PAD_BYTES = 64
 
 cdef int _isa = cl_isa_best()
+
+cdef enum:
+    LINE_BYTES = 64  # cache line
 
 
 def supported_isas():
@@ -101,6 +109,17 @@ def _isa_from_environment():
 
 
 _isa_from_environment()
+
+
+def set_weight_copy_limit(Py_ssize_t nbytes):
+    """Largest per-thread copy of one pass's weights (see cl_geom.wpack); 0 reads every
+    pass in place. Returns the previous limit. Not thread-safe: for tests and experiments."""
+    global cl_wpack_max_bytes
+    cdef Py_ssize_t previous = cl_wpack_max_bytes
+    if nbytes < 0:
+        raise ValueError(f"nbytes={nbytes}; expected >= 0")
+    cl_wpack_max_bytes = nbytes
+    return previous
 
 
 def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
@@ -235,20 +254,34 @@ cdef int _check_extents(const cl_geom *g) except -1:
     return 0
 
 
-cdef void _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, real *dp,
-                     int threads) noexcept nogil:
+cdef int _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, real *dp,
+                    int threads) except -1 nogil:
     """Cut the call into work items (``cl_plan``) and run them on up to ``threads`` threads.
     Called without the GIL, so other Python threads run while a kernel does."""
     cdef Py_ssize_t item
     cdef int nthreads = threads if threads > 0 else 1
     cdef Py_ssize_t nitems = cl_plan(g, _isa, nthreads, sizeof(real))
+    cdef void *pack_mem = NULL
     if nthreads > nitems:
         nthreads = <int>nitems
-    for item in prange(nitems, num_threads=nthreads, schedule="static"):
-        if real is float:
-            cl_item_f32(g, sp, wp, bp, dp, item)
-        else:
-            cl_item_f64(g, sp, wp, bp, dp, item)
+    g.wpack = NULL
+    if g.wpack_elems > 0:
+        # per-thread weight copies (see cl_geom.wpack), each on its own cache lines
+        pack_mem = malloc(nthreads * g.wpack_elems * sizeof(real) + LINE_BYTES)
+        if pack_mem == NULL:
+            with gil:
+                raise MemoryError("direct: no memory for the per-thread weight copies")
+        g.wpack = <void*>((<size_t>pack_mem + LINE_BYTES - 1) // LINE_BYTES * LINE_BYTES)
+    try:
+        for item in prange(nitems, num_threads=nthreads, schedule="static"):
+            if real is float:
+                cl_item_f32(g, sp, wp, bp, dp, item, omp_get_thread_num())
+            else:
+                cl_item_f64(g, sp, wp, bp, dp, item, omp_get_thread_num())
+    finally:
+        free(pack_mem)
+        g.wpack = NULL
+    return 0
 
 
 def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] weights,
@@ -366,4 +399,5 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
             "segments": g.nseg, "segment_length": g.seglen, "chunk_groups": g.ncgroup,
             "input_channels_per_pass": g.icb if not depthwise else 1,
             "interior": (g.ow_lo, g.ow_hi),
-            "items": g.nitems}
+            "items": g.nitems,
+            "weights_copied_per_pass": not depthwise and g.wpack_elems > 0}

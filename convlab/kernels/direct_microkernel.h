@@ -62,6 +62,15 @@ typedef struct {
     ptrdiff_t ow_lo, ow_hi; /* columns whose every kernel tap along W is inside the input */
     ptrdiff_t nitems;
     const void *zeros;      /* dense: KW * ICg zeros of the element type, read in padding */
+    /* Dense: when wpack_elems > 0, each thread copies a pass's weights for its channel
+     * chunk (every tap, icb channels, J vectors) into its own wpack_elems elements at
+     * wpack (64-byte aligned, set by the caller) before the pass's pixel blocks read
+     * them. In place, consecutive input channels of a pass lie OCgp elements apart; with
+     * OCgp a multiple of 256 (1 KiB of float32) their lines crowd a few L1 sets, so every
+     * pixel block re-fetched them (perf on ResNet-50 res5a_branch2c: the weight loads
+     * held a quarter of the kernel's samples). */
+    ptrdiff_t wpack_elems;
+    void *wpack;
     /* Post-ops applied to each block as it is finished, NULL for none (epilogue.h). A
      * depthwise call never has a sum here: its head and tail vectors overlap the chunks'
      * channels, so those channels are written twice, and only recomputing from the bias
@@ -232,10 +241,15 @@ static int cl_isa_jmax(int isa, int depthwise) {
     return isa == CL_ISA_AVX512 ? 4 : 2;
 }
 
+/* Largest per-thread copy of one pass's weights (dense); larger passes read in place.
+ * A variable so that tests and experiments can turn the copies off (0). */
+static ptrdiff_t cl_wpack_max_bytes = 1 << 20;
+
 /* Decide the item decomposition of one call for `isa` (at most the widest supported
  * level), using about `threads` threads. Returns the number of items. */
 static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     ptrdiff_t channels, rows, units, want, jmax;
+    g->wpack_elems = 0;
     channels = g->depthwise ? g->G : g->OCg;
     if (g->depthwise) {
         /* Only whole vectors are vectorised there; the rest runs scalar. */
@@ -305,6 +319,10 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         g->icb = slice > 0 ? 32768 / slice : g->ICg;
         if (g->icb < 64) g->icb = 64;
         if (g->icb > g->ICg) g->icb = g->ICg;
+        g->wpack_elems = 0;
+        if (g->nchunk > 1
+            && taps * g->icb * jmax * g->V * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
+            g->wpack_elems = taps * g->icb * jmax * g->V;
         g->nitems = rows * g->nseg;
         return g->nitems;
     }
@@ -323,18 +341,18 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
 /* Run one item. Every level's code exists in the binary; g->isa was chosen by cl_plan. */
 #define CL_DEFINE_ITEM(T, REAL)                                                              \
 static void cl_item_##T(const cl_geom *g, const REAL *src, const REAL *w, const REAL *bias, \
-                        REAL *dst, ptrdiff_t item) {                                         \
+                        REAL *dst, ptrdiff_t item, ptrdiff_t tid) {                          \
     CL_ITEM_SWITCH(T)                                                                        \
 }
 #if CL_X86_DISPATCH
 #define CL_ITEM_SWITCH(T)                                                                    \
     switch (g->isa) {                                                                        \
-    case CL_ISA_AVX512: cl_item_##T##_avx512(g, src, w, bias, dst, item); break;            \
-    case CL_ISA_AVX2: cl_item_##T##_avx2(g, src, w, bias, dst, item); break;                \
-    default: cl_item_##T##_default(g, src, w, bias, dst, item); break;                       \
+    case CL_ISA_AVX512: cl_item_##T##_avx512(g, src, w, bias, dst, item, tid); break;       \
+    case CL_ISA_AVX2: cl_item_##T##_avx2(g, src, w, bias, dst, item, tid); break;           \
+    default: cl_item_##T##_default(g, src, w, bias, dst, item, tid); break;                  \
     }
 #else
-#define CL_ITEM_SWITCH(T) cl_item_##T##_default(g, src, w, bias, dst, item);
+#define CL_ITEM_SWITCH(T) cl_item_##T##_default(g, src, w, bias, dst, item, tid);
 #endif
 CL_DEFINE_ITEM(f32, float)
 CL_DEFINE_ITEM(f64, double)

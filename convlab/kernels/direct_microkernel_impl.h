@@ -299,7 +299,8 @@ static CL_AI void CL_FN(chunk_span)(ptrdiff_t nvec, ptrdiff_t nchunk, ptrdiff_t 
 /* One dense item: a run of flattened output pixels of one image, for one chunk of output
  * channels of one group, in passes over icb input channels at a time. */
 static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const CL_REAL *w,
-                                     const CL_REAL *bias, CL_REAL *dst, ptrdiff_t item) {
+                                     const CL_REAL *bias, CL_REAL *dst, ptrdiff_t item,
+                                     CL_REAL *pack) {
     static const int pmax_table[] = CL_DENSE_PMAX_TABLE;
     const ptrdiff_t IC = g->IC, IW = g->IW, OCgp = g->OCgp, ICg = g->ICg;
     const ptrdiff_t npix = g->OD * g->OH * g->OW;
@@ -325,10 +326,6 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     a.s_kw = g->dw * IC;
     a.s_kh = g->dh * IW * IC;
     a.s_kd = g->dd * g->IH * IW * IC;
-    a.w_ic = OCgp;
-    a.w_kw = ICg * OCgp;
-    a.w_kh = g->KW * a.w_kw;
-    a.w_kd = g->KH * a.w_kh;
     a.nkd = g->KD;
     a.nkh = g->KH;
     a.dd = g->dd;
@@ -352,7 +349,7 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     a.nkw = g->KW;
     /* src of image n and group grp; pixel offsets are added only for inside taps */
     src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
-    w_g = w + grp * g->KD * a.w_kd + oc0;
+    w_g = w + grp * g->KD * g->KH * g->KW * ICg * OCgp + oc0;
     dst_n = dst + n * npix * g->OC + grp * g->OCg + oc0;
 
     for (ic0 = 0; ic0 < ICg; ic0 += g->icb) {
@@ -361,7 +358,27 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         const int seed = summing && ic0 == 0, finish = finishing && ic0 + g->icb >= ICg;
         a.nic = ICg - ic0 < g->icb ? ICg - ic0 : g->icb;
         a.s = src_n + ic0;
-        a.w = w_g + ic0 * OCgp;
+        if (pack != NULL && p1 - p0 > pmax) {
+            /* several pixel blocks will read this pass's weights: copy them contiguous */
+            const ptrdiff_t jv = J * CL_V, taps = g->KD * g->KH * g->KW;
+            ptrdiff_t t, ic;
+            int j;
+            for (t = 0; t < taps; t++) {
+                const CL_REAL *from = w_g + t * ICg * OCgp + ic0 * OCgp;
+                CL_REAL *to = pack + t * a.nic * jv;
+                for (ic = 0; ic < a.nic; ic++, from += OCgp, to += jv)
+                    for (j = 0; j < J; j++) CL_STORE(to + j * CL_V, CL_LOAD(from + j * CL_V));
+            }
+            a.w = pack;
+            a.w_ic = jv;
+            a.w_kw = a.nic * jv;
+        } else {
+            a.w = w_g + ic0 * OCgp;
+            a.w_ic = OCgp;
+            a.w_kw = ICg * OCgp;
+        }
+        a.w_kh = g->KW * a.w_kw;
+        a.w_kd = g->KH * a.w_kh;
         a.accumulate = ic0 > 0 || summing;
         CL_FOR_BLOCKS(p0, p1, pmax, pix, P, {
             /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
@@ -682,11 +699,14 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
 }
 
 static void CL_CAT2(cl_item, CL_SFX)(const cl_geom *g, const CL_REAL *src, const CL_REAL *w,
-                                     const CL_REAL *bias, CL_REAL *dst, ptrdiff_t item) {
+                                     const CL_REAL *bias, CL_REAL *dst, ptrdiff_t item,
+                                     ptrdiff_t tid) {
     if (g->depthwise)
         CL_FN(dw_item)(g, src, w, bias, dst, item);
     else
-        CL_FN(dense_item)(g, src, w, bias, dst, item);
+        CL_FN(dense_item)(g, src, w, bias, dst, item,
+                          g->wpack_elems > 0 && g->wpack != NULL
+                              ? (CL_REAL *)g->wpack + tid * g->wpack_elems : NULL);
 }
 
 #undef CL_SFX
