@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -282,9 +282,21 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
             for contender in runnable[shift:] + runnable[:shift]:
                 _time_once(contender)
         return contenders
+    per_block = max(1, -(-repeats // rounds))
+    if schedule == "mixed":
+        # convlab's contenders share blocks, call by call, so that the machine's drift
+        # falls on all of them alike and auto's regret compares like with like; each peer
+        # library keeps blocks of its own (their thread pools must go idle in between).
+        ours = [c for c in runnable if c.kind == "convlab"]
+        units = ([ours] if ours else []) + [[c] for c in runnable if c.kind != "convlab"]
+        for index in range(rounds):
+            for unit in units if index % 2 == 0 else units[::-1]:
+                for contender, times in zip(unit, time_rotation(
+                        [c.call for c in unit], per_block, min_seconds=min_block_seconds)):
+                    contender.times.extend(times)
+        return contenders
     # Several rounds of blocks, contenders in alternating order: a slow spell of the
     # machine then falls on several contenders' blocks rather than on one contender.
-    per_block = max(1, -(-repeats // rounds))
     for index in range(rounds):
         for contender in runnable if index % 2 == 0 else runnable[::-1]:
             contender.times.extend(time_block(contender.call, per_block,
@@ -324,6 +336,28 @@ def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SEC
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
+    return times
+
+
+def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
+                  pause: float = IDLE_SECONDS, min_seconds: float = 0.0) -> List[List[float]]:
+    """:func:`time_block` for several calls sharing one block: after the pause and one
+    untimed call of each, ``repeats`` rounds (or as many as take about ``min_seconds``)
+    of one call each, in an order that rotates from round to round. Seconds per call."""
+    time.sleep(pause)
+    start = time.perf_counter()
+    for call in calls:
+        call()
+    first = time.perf_counter() - start
+    if min_seconds > 0:
+        repeats = max(repeats, min(MAX_BLOCK_REPEATS, math.ceil(min_seconds / max(first, 1e-7))))
+    times: List[List[float]] = [[] for _ in calls]
+    for repeat in range(repeats):
+        for offset in range(len(calls)):
+            index = (repeat + offset) % len(calls)
+            start = time.perf_counter()
+            calls[index]()
+            times[index].append(time.perf_counter() - start)
     return times
 
 
@@ -387,11 +421,11 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per contender")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per contender")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="blocks schedule: split each contender's runs into this many "
-                             "blocks, contenders alternating between blocks")
+                        help="mixed and blocks schedules: split each contender's runs into "
+                             "this many blocks, contenders alternating between blocks")
     parser.add_argument("--min-block-time", type=float, default=0.1,
-                        help="blocks schedule: seconds each block runs at least (more runs "
-                             "on small layers)")
+                        help="mixed and blocks schedules: seconds each block runs at least "
+                             "(more runs on small layers)")
     parser.add_argument("--algorithms", default=None,
                         help="comma-separated convlab algorithms ('auto' and 'plan' allowed); "
                              "default: every registered one except 'reference', and 'auto'")
@@ -401,10 +435,13 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-onnxruntime", action="store_true",
                         help="leave ONNX Runtime out")
-    parser.add_argument("--schedule", choices=("blocks", "interleaved"), default="blocks",
-                        help="blocks: each contender's runs back to back, after a pause "
-                             "(as in production: one library at a time); interleaved: one "
-                             "run each per round, rotating")
+    parser.add_argument("--schedule", choices=("mixed", "blocks", "interleaved"),
+                        default="mixed",
+                        help="mixed: convlab's contenders one call each in turn inside shared "
+                             "blocks, each peer library in blocks of its own; blocks: each "
+                             "contender's runs back to back, after a pause (as in "
+                             "production: one library at a time); interleaved: one run each "
+                             "per round, rotating")
     parser.add_argument("--gemm", action="store_true",
                         help="add 'matmul': NumPy's matmul on each layer's same-sized GEMM, "
                              "and im2col's share of its rate")
@@ -466,7 +503,7 @@ def main(argv=None, prog=None) -> int:
           f"{args.mb if args.mb else 'from file'}, float32, {threads} thread(s), "
           f"{args.warmup} warm-up + median of {args.repeats} runs, schedule {args.schedule}"
           + (f" ({args.rounds} rounds of blocks, each at least {args.min_block_time:g} s)"
-             if args.schedule == "blocks" else ""))
+             if args.schedule != "interleaved" else ""))
     print(f"check: every result against {'torch' if torch else 'convlab.reference'}, "
           f"normwise tolerance {CHECK_TOLERANCE:g}")
     print()

@@ -1,0 +1,32 @@
+"""The bench harness's schedules (convlab.benchmark): what they time, not how fast."""
+from convlab import benchmark
+from convlab.shapes.descriptor import parse_descriptor
+
+
+def test_time_rotation_times_every_call_alike_in_a_rotating_order():
+    order = []
+    calls = [lambda name=name: order.append(name) for name in "abc"]
+    times = benchmark.time_rotation(calls, repeats=4, pause=0)
+    assert [len(t) for t in times] == [4, 4, 4]
+    assert all(s >= 0 for t in times for s in t)
+    untimed, timed = order[:3], order[3:]
+    assert untimed == list("abc")
+    assert [timed[i:i + 3] for i in range(0, 12, 3)] == [list("abc"), list("bca"),
+                                                         list("cab"), list("abc")]
+
+
+def test_time_rotation_takes_more_rounds_to_fill_min_seconds():
+    times = benchmark.time_rotation([lambda: None], repeats=1, pause=0, min_seconds=1e-3)
+    assert len(times[0]) > 1
+
+
+def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():
+    layer = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"tiny"')
+    contenders = benchmark.bench_layer(layer, ["direct", "im2col", "auto", "plan"], threads=1,
+                                       repeats=4, warmup=1, torch=None, onnx=None, ort=None,
+                                       seed=0, schedule="mixed", rounds=2)
+    assert [c.label for c in contenders] == ["direct", "im2col", "auto", "plan"]
+    for contender in contenders:
+        # two rounds of two rotations each
+        assert len(contender.times) == 4, contender.label
+        assert contender.ok and contender.error is not None, contender.label
