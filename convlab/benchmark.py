@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import random
 import shlex
 import statistics
 import subprocess
@@ -284,15 +285,18 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
         return contenders
     per_block = max(1, -(-repeats // rounds))
     if schedule == "mixed":
-        # convlab's contenders share blocks, call by call, so that the machine's drift
-        # falls on all of them alike and auto's regret compares like with like; each peer
-        # library keeps blocks of its own (their thread pools must go idle in between).
-        ours = [c for c in runnable if c.kind == "convlab"]
-        units = ([ours] if ours else []) + [[c] for c in runnable if c.kind != "convlab"]
+        # convlab's one-shot contenders (its algorithms and auto) share blocks, call by
+        # call, so that the machine's drift falls on all of them alike and auto's regret
+        # compares like with like. A plan keeps blocks of its own, as each peer library
+        # does (their thread pools must go idle in between): it is compared with ONNX
+        # Runtime's session, whose calls follow each other as in a block.
+        shared = [c for c in runnable if c.kind == "convlab" and c.label != "plan"]
+        units = ([shared] if shared else []) + [[c] for c in runnable if c not in shared]
         for index in range(rounds):
             for unit in units if index % 2 == 0 else units[::-1]:
                 for contender, times in zip(unit, time_rotation(
-                        [c.call for c in unit], per_block, min_seconds=min_block_seconds)):
+                        [c.call for c in unit], per_block, min_seconds=min_block_seconds,
+                        seed=index)):
                     contender.times.extend(times)
         return contenders
     # Several rounds of blocks, contenders in alternating order: a slow spell of the
@@ -340,10 +344,12 @@ def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SEC
 
 
 def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
-                  pause: float = IDLE_SECONDS, min_seconds: float = 0.0) -> List[List[float]]:
+                  pause: float = IDLE_SECONDS, min_seconds: float = 0.0,
+                  seed: int = 0) -> List[List[float]]:
     """:func:`time_block` for several calls sharing one block: after the pause and one
     untimed call of each, ``repeats`` rounds (or as many as take about ``min_seconds``)
-    of one call each, in an order that rotates from round to round. Seconds per call."""
+    of one call each, in a fresh random order every round, so that no call always
+    follows the same other one. Seconds per call."""
     time.sleep(pause)
     start = time.perf_counter()
     for call in calls:
@@ -351,10 +357,12 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
     first = time.perf_counter() - start
     if min_seconds > 0:
         repeats = max(repeats, min(MAX_BLOCK_REPEATS, math.ceil(min_seconds / max(first, 1e-7))))
+    shuffle = random.Random(seed).shuffle
+    order = list(range(len(calls)))
     times: List[List[float]] = [[] for _ in calls]
-    for repeat in range(repeats):
-        for offset in range(len(calls)):
-            index = (repeat + offset) % len(calls)
+    for _ in range(repeats):
+        shuffle(order)
+        for index in order:
             start = time.perf_counter()
             calls[index]()
             times[index].append(time.perf_counter() - start)
@@ -437,8 +445,9 @@ def parse_args(argv=None, prog=None):
                         help="leave ONNX Runtime out")
     parser.add_argument("--schedule", choices=("mixed", "blocks", "interleaved"),
                         default="mixed",
-                        help="mixed: convlab's contenders one call each in turn inside shared "
-                             "blocks, each peer library in blocks of its own; blocks: each "
+                        help="mixed: convlab's one-shot contenders one call each in turn "
+                             "inside shared blocks, plan and each peer library in blocks of "
+                             "their own; blocks: each "
                              "contender's runs back to back, after a pause (as in "
                              "production: one library at a time); interleaved: one run each "
                              "per round, rotating")
