@@ -348,8 +348,12 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
                   seed: int = 0) -> List[List[float]]:
     """:func:`time_block` for several calls sharing one block: after the pause and one
     untimed call of each, ``repeats`` rounds (or as many as take about ``min_seconds``)
-    of one call each, in a fresh random order every round, so that no call always
-    follows the same other one. Seconds per call."""
+    of one timed call each, in a fresh random order every round. Each timed call follows
+    an untimed call of itself, as in a block of its own: a call that followed another
+    contender's inherited its caches (after a Winograd call on a depthwise layer, the
+    direct kernel ran 2.3x slower), and with a few rounds per block the random order put
+    one contender behind the slow ones more often than another (auto 2x slower than the
+    direct kernel it runs, on MobileNet conv6/dw). Seconds per timed call."""
     time.sleep(pause)
     start = time.perf_counter()
     for call in calls:
@@ -363,6 +367,7 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
     for _ in range(repeats):
         shuffle(order)
         for index in order:
+            calls[index]()
             start = time.perf_counter()
             calls[index]()
             times[index].append(time.perf_counter() - start)

@@ -9,8 +9,11 @@ def test_time_rotation_times_every_call_once_per_round_in_varying_order():
     times = benchmark.time_rotation(calls, repeats=12, pause=0)
     assert [len(t) for t in times] == [12, 12, 12]
     assert all(s >= 0 for t in times for s in t)
-    untimed, timed = order[:3], order[3:]
+    untimed, turns = order[:3], order[3:]
     assert untimed == list("abc")
+    # every timed call right after an untimed one of itself
+    assert all(turns[i] == turns[i + 1] for i in range(0, 72, 2))
+    timed = turns[1::2]
     rounds = [tuple(timed[i:i + 3]) for i in range(0, 36, 3)]
     assert all(sorted(r) == list("abc") for r in rounds)
     # no call always follows the same other one

@@ -157,6 +157,10 @@ def cost_terms(problem, threads) -> dict:
                     * problem.kernel_size)
     # Each register block of output pixels reads its weights again: from L2 while they fit
     # in half of it, from further out beyond that (small images on wide layers, res5*).
+    # Since session 4 the kernel copies a pass's weights per channel chunk (cl_geom.wpack),
+    # so those re-reads hit L1 when OC/G spans several chunks; the constants were fitted on
+    # timings from before (cost_constants.json names them), and the session-4 bench runs
+    # measure auto's regret with them (bench/results/*_s4_*).
     streamed = weight_bytes * -(-problem.batch * problem.output_size // PIXELS_PER_BLOCK)
     cached = weight_bytes <= CACHED_WEIGHT_BYTES
     terms = {"call": 1.0, "dense_flops": 0.0, "depthwise_flops": 0.0,
