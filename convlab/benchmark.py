@@ -289,14 +289,17 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
         # call, so that the machine's drift falls on all of them alike and auto's regret
         # compares like with like. A plan keeps blocks of its own, as each peer library
         # does (their thread pools must go idle in between): it is compared with ONNX
-        # Runtime's session, whose calls follow each other as in a block.
+        # Runtime's session, whose calls follow each other as in a block. The orders
+        # differ from layer to layer: with one seed per round for all of them, the same
+        # order bias (about 10% between two runs of one kernel, 30 calls each) fell on the
+        # same contender in every layer of a suite.
         shared = [c for c in runnable if c.kind == "convlab" and c.label != "plan"]
         units = ([shared] if shared else []) + [[c] for c in runnable if c not in shared]
         for index in range(rounds):
             for unit in units if index % 2 == 0 else units[::-1]:
                 for contender, times in zip(unit, time_rotation(
                         [c.call for c in unit], per_block, min_seconds=min_block_seconds,
-                        seed=index)):
+                        seed=seed * rounds + index)):
                     contender.times.extend(times)
         return contenders
     # Several rounds of blocks, contenders in alternating order: a slow spell of the
