@@ -11,6 +11,7 @@ the [selection] acceptance list takes as the bound (8x for batch 8 over batch 1)
 from __future__ import annotations
 
 import argparse
+import csv
 import statistics
 
 from combine_runs import load
@@ -26,10 +27,8 @@ def main(argv=None) -> int:
     _, large = load(args.large)
     batches = []
     for paths in (args.small, args.large):
-        with open(paths[0]) as f:
-            header = f.readline().strip().split(",")
-            row = f.readline().split(",")
-        batches.append(int(row[header.index("mb")]))
+        with open(paths[0], newline="") as f:
+            batches.append(int(next(csv.DictReader(f))["mb"]))
     bound = batches[1] / batches[0]
     print(f"{args.contender}: time at mb{batches[1]} / time at mb{batches[0]} "
           f"({len(args.small)} and {len(args.large)} runs; bound {bound:g}x)")

@@ -321,6 +321,20 @@ def _time_once(contender) -> None:
 MAX_BLOCK_REPEATS = 2000
 
 
+def _warm_up(pause: float, calls, repeats: int, min_seconds: float) -> int:
+    """A block's start: the pause, one untimed call of each; then the rounds it runs,
+    ``repeats`` or as many as take about ``min_seconds`` judged by that untimed round (at
+    most MAX_BLOCK_REPEATS), whichever is more."""
+    time.sleep(pause)
+    start = time.perf_counter()
+    for call in calls:
+        call()
+    first = time.perf_counter() - start
+    if min_seconds > 0:
+        repeats = max(repeats, min(MAX_BLOCK_REPEATS, math.ceil(min_seconds / max(first, 1e-7))))
+    return repeats
+
+
 def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SECONDS,
                min_seconds: float = 0.0) -> List[float]:
     """Seconds of back-to-back calls, after a pause and one untimed call: ``repeats`` of
@@ -332,12 +346,7 @@ def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SEC
     workers spin for a while after a call, and on 2 cores a spinning pool of another
     library slowed the next call 2-20x when contenders alternated call by call.
     """
-    time.sleep(pause)
-    start = time.perf_counter()
-    call()
-    first = time.perf_counter() - start
-    if min_seconds > 0:
-        repeats = max(repeats, min(MAX_BLOCK_REPEATS, math.ceil(min_seconds / max(first, 1e-7))))
+    repeats = _warm_up(pause, [call], repeats, min_seconds)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -357,13 +366,7 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
     direct kernel ran 2.3x slower), and with a few rounds per block the random order put
     one contender behind the slow ones more often than another (auto 2x slower than the
     direct kernel it runs, on MobileNet conv6/dw). Seconds per timed call."""
-    time.sleep(pause)
-    start = time.perf_counter()
-    for call in calls:
-        call()
-    first = time.perf_counter() - start
-    if min_seconds > 0:
-        repeats = max(repeats, min(MAX_BLOCK_REPEATS, math.ceil(min_seconds / max(first, 1e-7))))
+    repeats = _warm_up(pause, calls, repeats, min_seconds)
     shuffle = random.Random(seed).shuffle
     order = list(range(len(calls)))
     times: List[List[float]] = [[] for _ in calls]
@@ -455,10 +458,9 @@ def parse_args(argv=None, prog=None):
                         default="mixed",
                         help="mixed: convlab's one-shot contenders one call each in turn "
                              "inside shared blocks, plan and each peer library in blocks of "
-                             "their own; blocks: each "
-                             "contender's runs back to back, after a pause (as in "
-                             "production: one library at a time); interleaved: one run each "
-                             "per round, rotating")
+                             "their own; blocks: each contender's runs back to back, after a "
+                             "pause (as in production: one library at a time); interleaved: "
+                             "one run each per round, rotating")
     parser.add_argument("--gemm", action="store_true",
                         help="add 'matmul': NumPy's matmul on each layer's same-sized GEMM, "
                              "and im2col's share of its rate")
