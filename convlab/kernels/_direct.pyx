@@ -400,4 +400,4 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
             "input_channels_per_pass": g.icb if not depthwise else 1,
             "interior": (g.ow_lo, g.ow_hi),
             "items": g.nitems,
-            "weights_copied_per_pass": not depthwise and g.wpack_elems > 0}
+            "weights_copied_per_pass": g.wpack_elems > 0}

@@ -309,7 +309,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * setup and the partial sums' round trips through dst cost more than the misses
          * save. Measured with a standalone harness on ResNet-50 layers (1x1: 128
          * channels best, 3x3: 64; a whole 512-channel pass was 1.6-2x slower). */
-        ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW;
+        ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
         rows = g->G * g->nchunk * g->N;
         g->nseg = rows >= want ? 1 : (want + rows - 1) / rows;
@@ -319,10 +319,9 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         g->icb = slice > 0 ? 32768 / slice : g->ICg;
         if (g->icb < 64) g->icb = 64;
         if (g->icb > g->ICg) g->icb = g->ICg;
-        g->wpack_elems = 0;
-        if (g->nchunk > 1
-            && taps * g->icb * jmax * g->V * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
-            g->wpack_elems = taps * g->icb * jmax * g->V;
+        pass_elems = taps * g->icb * jmax * g->V;
+        if (g->nchunk > 1 && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
+            g->wpack_elems = pass_elems;
         g->nitems = rows * g->nseg;
         return g->nitems;
     }
