@@ -139,7 +139,8 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
     def prepared_for(algorithm):
         if algorithm.name not in prepared_by_name:
             prepared_by_name[algorithm.name] = algorithm.prepare_weights(
-                problem, params.canonical_weights(weights, problem))
+                problem, params.canonical_weights(weights, problem,
+                                                  contiguous=not algorithm.weight_views))
         return prepared_by_name[algorithm.name]
 
     chosen = resolve_for_call(algorithm, problem, n_threads, precision, src, canonical_bias,

@@ -136,7 +136,8 @@ class Convolution:
             with self._lock:
                 prepared = self._prepared.get(key)
                 if prepared is None:
-                    canonical = params.canonical_weights(self._weights, problem)
+                    canonical = params.canonical_weights(
+                        self._weights, problem, contiguous=not chosen.weight_views)
                     prepared = chosen.prepare_weights(problem, canonical)
                     self._prepared[key] = prepared
         return prepared

@@ -11,7 +11,10 @@ An algorithm is a name and four callables:
 ``cost(problem, threads)``
     An :class:`Estimate` of the run time, for the auto selector and ``explain``.
 ``prepare_weights(problem, weights)``
-    Turns canonical weights (G, K..., IC/G, OC/G) into whatever ``run`` wants.
+    Turns canonical weights (G, K..., IC/G, OC/G), C-contiguous, into whatever ``run``
+    wants. With ``weight_views=True`` the hook receives them as a strided view of the
+    caller's array instead (no copy made yet; it must not write them), and copies only
+    what it needs.
     A plan calls it once per algorithm and dtype and reuses the result for every
     input shape, so it may depend on the weights and attributes, never on the src
     extents or the batch.
@@ -70,6 +73,7 @@ class Algorithm:
     # number, or a function of the problem when the error depends on it (Winograd's rank).
     relative_error: Union[None, float, Callable[[ConvProblem], float]] = None
     fuse_post_ops: Optional[Callable[[ConvProblem, bool], bool]] = None
+    weight_views: bool = False
 
     def relative_error_for(self, problem: ConvProblem) -> Optional[float]:
         error = self.relative_error
@@ -88,7 +92,8 @@ def generation() -> int:
 
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
                        auto: bool = True, description: str = "",
-                       relative_error=None, fuse_post_ops=None, replace: bool = False):
+                       relative_error=None, fuse_post_ops=None, weight_views: bool = False,
+                       replace: bool = False):
     """Add an algorithm to the registry.
 
     Use it as a decorator on the run function::
@@ -113,7 +118,7 @@ def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_w
                        cost=cost or _unknown_cost, prepare_weights=prepare_weights or _keep_weights,
                        auto=auto, description=description or (run.__doc__ or "").strip()
                        .split("\n")[0], relative_error=relative_error,
-                       fuse_post_ops=fuse_post_ops), replace)
+                       fuse_post_ops=fuse_post_ops, weight_views=weight_views), replace)
         return run
 
     return decorator

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import cost_model, registry, select
+from conftest import assert_matches_reference, random_tensors
+from convlab import cost_model, params, registry, select
 
 PROBLEMS = [
     ((1, 8, 8, 16), (3, 3, 16, 16), {"pads_begin": 1, "pads_end": 1}),
@@ -89,3 +90,38 @@ def test_direct_reuses_weights_that_fill_whole_vectors():
         assert np.shares_memory(prepared.array, weights) == reused
         pack = direct.cost(problem, 2).inputs["terms"]["weight_pack_bytes"]
         assert (pack == 0) == reused
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("weights_format", ["XIO", "OIX"])
+@pytest.mark.parametrize("channels", [32, 37])
+def test_direct_prepares_depthwise_weights_from_the_callers_layout(rng, channels,
+                                                                   weights_format, dtype):
+    """XIO depthwise weights (K..., 1, C) already lie as the kernel reads them (taps, then
+    channels): when C fills whole vectors the kernel reads them in place, else they are
+    padded from a strided view; OIX weights are always repacked. Results match the
+    reference, the caller's weights are untouched, and a plan keeps a copy of its own."""
+    attributes = dict(groups=channels, pads_begin=1, pads_end=1,
+                      weights_format=weights_format)
+    src, weights, bias = random_tensors(
+        rng, batch=2, in_channels=channels, out_channels=channels, groups=channels,
+        input_shape=(6, 5), kernel_shape=(3, 3), dtype=dtype, data_format="NXC",
+        weights_format=weights_format,
+        bias=True)
+    before = weights.copy()
+    problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
+                                   **attributes)
+    direct = registry.get_algorithm("direct")
+    assert direct.weight_views
+    prepared = direct.prepare_weights(
+        problem, params.canonical_weights(weights, problem, contiguous=False))
+    lanes = 64 // np.dtype(dtype).itemsize
+    in_place = weights_format == "XIO" and channels % lanes == 0
+    assert np.shares_memory(prepared.array, weights) == in_place
+    got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
+    assert_matches_reference(got, src, weights, bias, attributes, "direct")
+    plan = convlab.Convolution(weights, bias, algorithm="direct", **attributes)
+    weights[...] = 0
+    np.testing.assert_array_equal(plan(src), got)
+    weights[...] = before
+    np.testing.assert_array_equal(weights, before)

@@ -46,6 +46,8 @@ cdef extern from "direct_microkernel.h" nogil:
         void *wpack
         const cl_epilogue *epi
     Py_ssize_t cl_wpack_max_bytes
+    Py_ssize_t cl_pass_bytes
+    Py_ssize_t cl_pass_min_channels
     int cl_isa_supported(int isa)
     int cl_isa_best()
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
@@ -122,6 +124,19 @@ def set_weight_copy_limit(Py_ssize_t nbytes):
     return previous
 
 
+def set_pass_size(Py_ssize_t nbytes, Py_ssize_t min_channels):
+    """Size the input-channel passes of dense items: one pass's weights within ``nbytes``,
+    but at least ``min_channels`` channels. Returns the previous (nbytes, min_channels).
+    Not thread-safe: for experiments."""
+    global cl_pass_bytes, cl_pass_min_channels
+    previous = (cl_pass_bytes, cl_pass_min_channels)
+    if nbytes < 1 or min_channels < 1:
+        raise ValueError(f"nbytes={nbytes}, min_channels={min_channels}; expected >= 1")
+    cl_pass_bytes = nbytes
+    cl_pass_min_channels = min_channels
+    return previous
+
+
 def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
     """channels rounded up to a multiple of PAD_BYTES // itemsize."""
     cdef Py_ssize_t lanes = PAD_BYTES // itemsize
@@ -172,10 +187,10 @@ def pack_dense(const real[:, :, ::1] weights, Py_ssize_t padded):
     return out
 
 
-def pack_depthwise(const real[:, ::1] weights, Py_ssize_t padded):
-    """(G, T) -> (T, padded): taps first, channels contiguous and zero-padded to
-    ``padded``, 64-byte aligned."""
-    cdef Py_ssize_t G = weights.shape[0], T = weights.shape[1]
+def pack_depthwise(const real[:, :] weights, Py_ssize_t padded):
+    """(T, G), any strides -> (T, padded): taps first, channels contiguous and
+    zero-padded to ``padded``, 64-byte aligned."""
+    cdef Py_ssize_t T = weights.shape[0], G = weights.shape[1]
     cdef Py_ssize_t g, t
     if padded < G:
         raise ValueError(f"padded={padded} must be >= G={G}")
@@ -184,7 +199,7 @@ def pack_depthwise(const real[:, ::1] weights, Py_ssize_t padded):
     with nogil:
         for t in range(T):
             for g in range(G):
-                o[t, g] = weights[g, t]
+                o[t, g] = weights[t, g]
             for g in range(G, padded):
                 o[t, g] = 0
     return out

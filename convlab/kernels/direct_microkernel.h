@@ -245,6 +245,12 @@ static int cl_isa_jmax(int isa, int depthwise) {
  * A variable so that tests and experiments can turn the copies off (0). */
 static ptrdiff_t cl_wpack_max_bytes = 1 << 20;
 
+/* A dense pass's weights (taps x icb input channels x J vectors) should fit this many
+ * bytes, but a pass takes at least cl_pass_min_channels input channels (see cl_plan).
+ * Variables so that experiments can vary them. */
+static ptrdiff_t cl_pass_bytes = 32768;
+static ptrdiff_t cl_pass_min_channels = 64;
+
 /* Decide the item decomposition of one call for `isa` (at most the widest supported
  * level), using about `threads` threads. Returns the number of items. */
 static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
@@ -316,8 +322,8 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         g->seglen = (npix + g->nseg - 1) / g->nseg;
         if (g->seglen < 64) g->seglen = 64 < npix ? 64 : npix;
         g->nseg = (npix + g->seglen - 1) / g->seglen;
-        g->icb = slice > 0 ? 32768 / slice : g->ICg;
-        if (g->icb < 64) g->icb = 64;
+        g->icb = slice > 0 ? cl_pass_bytes / slice : g->ICg;
+        if (g->icb < cl_pass_min_channels) g->icb = cl_pass_min_channels;
         if (g->icb > g->ICg) g->icb = g->ICg;
         pass_elems = taps * g->icb * jmax * g->V;
         if (g->nchunk > 1 && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)

@@ -73,15 +73,20 @@ def _reuses_weights(problem) -> bool:
 
 
 def prepare_weights(problem, weights) -> PreparedWeights:
-    """Repack canonical (G, K..., ICg, OCg) weights for the microkernels."""
+    """Repack canonical (G, K..., ICg, OCg) weights (a view is fine) for the microkernels."""
     kernel = lift_spatial(problem.kernel_shape, problem.rank, 1)
     g, icg, ocg = problem.groups, problem.in_channels_per_group, problem.out_channels_per_group
-    weights = np.ascontiguousarray(weights, dtype=problem.dtype)
-    itemsize = weights.itemsize
+    itemsize = problem.dtype.itemsize
     if is_depthwise(problem):
         padded = _direct.padded_channels(g, itemsize)
-        packed = _direct.pack_depthwise(weights.reshape(g, -1), padded)
+        # (taps, channels): XIO weights already lie so, and the canonical (G, taps) is a
+        # transposed view of them; then whole vectors of channels need no copy at all.
+        by_tap = np.asarray(weights, dtype=problem.dtype).reshape(g, -1).T
+        if padded == g and by_tap.flags.c_contiguous:
+            return PreparedWeights(True, by_tap.reshape(*kernel, padded))
+        packed = _direct.pack_depthwise(by_tap, padded)
         return PreparedWeights(True, packed.reshape(*kernel, padded))
+    weights = np.ascontiguousarray(weights, dtype=problem.dtype)
     padded = _direct.padded_channels(ocg, itemsize)
     if _reuses_weights(problem):
         # Already in the kernel's layout (the canonical one, whole vectors of channels):
@@ -191,7 +196,7 @@ def _fuses_post_ops(problem, seeds_sum) -> bool:
 
 
 @register_algorithm("direct", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
-                    fuse_post_ops=_fuses_post_ops,
+                    fuse_post_ops=_fuses_post_ops, weight_views=True,
                     description="Cython/OpenMP loops over output blocks; ranks 1-3, all attributes")
 def run_direct(problem, src, weights, bias, dst, threads, epilogue=None):
     if not isinstance(weights, PreparedWeights):
