@@ -118,7 +118,8 @@ EDGE_SHAPES = {
     # per channel chunk, the last chunk partial (200 = 12.5 float32 vectors).
     "wide-output-channels-1x1": (1, 1, 24, 200, (5, 7), (1, 1), {}),
     "grouped-wide-k3": (2, 2, 12, 160, (6, 7), (3, 3), dict(pads_begin=1, pads_end=1)),
-    "input-channels-in-two-passes": (1, 1, 150, 70, (4, 5), (1, 1), dict(strides=(1, 2))),
+    # 3x3 x 150 channels x 4 vectors: two passes of 75 in direct (256 KiB a pass)
+    "input-channels-in-two-passes": (1, 1, 150, 70, (5, 7), (3, 3), dict(strides=(1, 2))),
 }
 
 
@@ -159,3 +160,37 @@ def test_huge_strides_and_pads_within_limits_compute_exactly(algorithm):
                       weights_format="OIX")
     got = run(algorithm, src, weights, **attributes)
     np.testing.assert_array_equal(got.ravel(), [6.0] + [0.0] * 7)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pass_bytes, min_channels, per_pass", [
+    (1, 7, 7),             # 22 passes of 7 (150 = 21 * 7 + 3 would leave a pass of 3)
+    (1, 64, 50),           # 3 passes of 50 rather than 64 + 64 + 22
+    (256 * 1024, 64, 75),  # the default: 2 passes of 75 rather than 113 + 37
+    (1 << 30, 1, 150),     # one pass
+])
+def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, dtype, pass_bytes,
+                                                                   min_channels, per_pass):
+    """direct sums the input channels of a dense item in passes of equal size (see cl_plan);
+    however they are cut, the result matches the reference."""
+    from convlab.kernels import _direct
+    from convlab.strategies import direct
+    batch, groups, ic, oc, input_shape, kernel_shape, attributes = \
+        EDGE_SHAPES["input-channels-in-two-passes"]
+    src, weights, bias = random_tensors(
+        rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups,
+        input_shape=input_shape, kernel_shape=kernel_shape, dtype=dtype, data_format="NXC",
+        weights_format="XIO", bias=True)
+    problem = problem_of(src, weights, bias, attributes)
+    src_shape, dst_shape, strides, dilations, pads = direct._kernel_geometry(problem)
+    previous = _direct.set_pass_size(pass_bytes, min_channels)
+    try:
+        cut = _direct.plan_summary(
+            batch, src_shape[1:-1], ic, direct.lift_spatial(kernel_shape, 2, 1), oc,
+            dst_shape[1:-1], groups, strides, dilations, pads, False,
+            np.dtype(dtype).itemsize, 2)
+        assert cut["input_channels_per_pass"] == per_pass
+        got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
+    finally:
+        _direct.set_pass_size(*previous)
+    assert_matches_reference(got, src, weights, bias, attributes, "direct")

@@ -247,8 +247,8 @@ static ptrdiff_t cl_wpack_max_bytes = 1 << 20;
 
 /* A dense pass's weights (taps x icb input channels x J vectors) should fit this many
  * bytes, but a pass takes at least cl_pass_min_channels input channels (see cl_plan).
- * Variables so that experiments can vary them. */
-static ptrdiff_t cl_pass_bytes = 32768;
+ * Variables so that experiments can vary them (_direct.set_pass_size). */
+static ptrdiff_t cl_pass_bytes = 256 * 1024;
 static ptrdiff_t cl_pass_min_channels = 64;
 
 /* Decide the item decomposition of one call for `isa` (at most the widest supported
@@ -310,11 +310,17 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         /* Dense items are runs of the flattened output pixels of one image, so pixel
          * blocks span rows and small images still fill the microkernel. Input channels
          * go in passes of icb, so that one pass's weights (K taps x icb x J vectors),
-         * which every pixel block of the run re-reads, stay close to the core: within a
-         * 32 KiB share of L1, but never fewer than 64 channels, below which the per-tap
-         * setup and the partial sums' round trips through dst cost more than the misses
-         * save. Measured with a standalone harness on ResNet-50 layers (1x1: 128
-         * channels best, 3x3: 64; a whole 512-channel pass was 1.6-2x slower). */
+         * which every pixel block of the run re-reads, stay in L2 (copied contiguous per
+         * thread, see wpack): within cl_pass_bytes, never fewer than 64 channels, in
+         * passes of equal size. 256 KiB rather than the 32 KiB share of L1 it was when
+         * these weights were read in place (where a whole 512-channel pass was 1.6-2x
+         * slower, on the Intel machine of sessions 1-4): on the AMD EPYC (Zen 4, 32 KiB
+         * L1d, 1 MiB L2 per core) of session 6, direct's kernel on prepared weights, 2
+         * threads (bench/direct_pass_size.py; bench/results/direct_pass_size_s6_*.txt),
+         * geo-mean over 32 KiB: ResNet-50 1.053 (1x1 layers 1.04-1.17), GoogLeNet-v2
+         * 1.098, 1d 1.036, VGG-19 and dilated 1.006, ResNet-50 at mb8 1.048; an
+         * earlier run of the same kind on 3d_unet: 1.00. 1 MiB measured about the same
+         * as 256 KiB, which leaves more of a 1 MiB L2 to src and dst. */
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
         rows = g->G * g->nchunk * g->N;
@@ -325,6 +331,11 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         g->icb = slice > 0 ? cl_pass_bytes / slice : g->ICg;
         if (g->icb < cl_pass_min_channels) g->icb = cl_pass_min_channels;
         if (g->icb > g->ICg) g->icb = g->ICg;
+        if (g->icb > 0) {
+            /* passes of equal size rather than a short last one */
+            ptrdiff_t npass = (g->ICg + g->icb - 1) / g->icb;
+            g->icb = (g->ICg + npass - 1) / npass;
+        }
         pass_elems = taps * g->icb * jmax * g->V;
         if (g->nchunk > 1 && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
             g->wpack_elems = pass_elems;
