@@ -55,7 +55,9 @@ def parse_args(argv=None):
                         help="seconds of timed runs per algorithm and layer; fewer repeats "
                              "(at least 3) on slow layers")
     parser.add_argument("--csv", help="write the timings here")
-    parser.add_argument("--from-csv", help="refit from stored timings instead of timing")
+    parser.add_argument("--from-csv", nargs="+",
+                        help="refit from stored timings instead of timing; with several files "
+                             "(runs), each timing is the median over them")
     parser.add_argument("--write", action="store_true",
                         help=f"store the fitted constants in {CONSTANTS_PATH.name}")
     return parser.parse_args(argv)
@@ -104,6 +106,22 @@ def collect(args):
                         rows.append(dict(suite=suite, layer=layer.name, mb=mb, threads=threads,
                                          algorithm=name, seconds=seconds, runs=runs))
     return rows
+
+
+def load_timings(paths):
+    """Rows of stored timing CSVs; a layer, algorithm and thread count timed in several
+    runs becomes one row holding the median of its runs' seconds (a single run's timing
+    of a small layer moves by up to 1.3x between runs, so the fit and its regret read
+    medians, not whichever run came first)."""
+    grouped = {}
+    for path in paths:
+        with open(path, newline="") as handle:
+            for r in csv.DictReader(handle):
+                key = (r["suite"], r["layer"], int(r["mb"]), int(r["threads"]), r["algorithm"])
+                grouped.setdefault(key, []).append(float(r["seconds"]))
+    return [dict(suite=suite, layer=layer, mb=mb, threads=threads, algorithm=name,
+                 seconds=statistics.median(times), files=len(times))
+            for (suite, layer, mb, threads, name), times in grouped.items()]
 
 
 def problem_of(row):
@@ -184,10 +202,8 @@ def main(argv=None):
     print(f"machine: {cpu_model()}, {available_cores()} cores available; "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     if args.from_csv:
-        with open(args.from_csv, newline="") as handle:
-            rows = [dict(r, mb=int(r["mb"]), threads=int(r["threads"]),
-                         seconds=float(r["seconds"])) for r in csv.DictReader(handle)]
-        data = args.from_csv
+        rows = load_timings(args.from_csv)
+        data = " + ".join(args.from_csv)
     else:
         rows = collect(args)
         data = args.csv or "(not stored)"

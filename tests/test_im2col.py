@@ -361,12 +361,12 @@ def test_rows_mode_cuts_chunks_to_the_small_gemm_size(dtype):
 
 
 def test_cost_model_orders_im2col_and_direct_where_every_bench_run_agrees():
-    """The fitted model must keep the orderings no bench run has ever contradicted: a large
-    1x1 layer is one plain GEMM for im2col (res2a_branch1: im2col 112 against direct 22
-    GFLOP/s, session 1), and a depthwise layer is G GEMMs of one column each."""
+    """The fitted model must keep the orderings no bench run has ever contradicted: for
+    im2col a depthwise layer is G GEMMs of one column each. (It also held im2col ahead on
+    the 1x1 res2a_branch1 until session 6, whose runs on an AMD EPYC, with direct's larger
+    input-channel passes, time the two alike: 0.56-0.70 against 0.60-0.64 ms,
+    bench/results/cost_timings_s6_run*.csv.)"""
     im2col_cost, direct_cost = get_algorithm("im2col").cost, get_algorithm("direct").cost
-    pointwise = convlab.make_problem((1, 56, 56, 64), np.float32, (1, 1, 64, 256), np.float32)
-    assert im2col_cost(pointwise, 2).seconds < direct_cost(pointwise, 2).seconds
     depthwise = convlab.make_problem((1, 112, 112, 32), np.float32, (3, 3, 1, 32), np.float32,
                                      groups=32, pads_begin=1, pads_end=1)
     assert im2col_cost(depthwise, 2).seconds > direct_cost(depthwise, 2).seconds
