@@ -15,14 +15,13 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from convlab import params, shapes  # noqa: E402
-from convlab.benchmark import cpu_model, geo_mean, select_layers  # noqa: E402
+from convlab.benchmark import cpu_model, geo_mean, select_layers, time_block  # noqa: E402
 from convlab.kernels import _direct  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
 
@@ -43,16 +42,13 @@ def kernel_call(layer, mb, threads):
 
 
 def time_settings(call, settings, rounds, block_seconds):
+    """Median seconds per setting over ``rounds`` blocks each, settings in alternating order;
+    no pause between blocks, since every block runs the same kernel."""
     times = {setting: [] for setting in settings}
     for index in range(rounds):
         for setting in settings if index % 2 == 0 else settings[::-1]:
             _direct.set_pass_size(*setting)
-            call()   # untimed: the plan of the new setting, caches
-            deadline = time.perf_counter() + block_seconds
-            while time.perf_counter() < deadline:
-                start = time.perf_counter()
-                call()
-                times[setting].append(time.perf_counter() - start)
+            times[setting] += time_block(call, 1, pause=0.0, min_seconds=block_seconds)
     return {setting: statistics.median(values) for setting, values in times.items()}
 
 

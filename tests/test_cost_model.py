@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import assert_matches_reference, random_tensors
+from conftest import assert_matches_reference, problem_of, random_tensors
 from convlab import cost_model, params, registry, select
 
 PROBLEMS = [
@@ -120,8 +120,7 @@ def test_direct_prepares_depthwise_weights_from_the_callers_layout(rng, channels
         weights_format=weights_format,
         bias=True)
     before = weights.copy()
-    problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
-                                   **attributes)
+    problem = problem_of(src, weights, bias, attributes)
     direct = registry.get_algorithm("direct")
     assert direct.weight_views
     prepared = direct.prepare_weights(

@@ -182,14 +182,9 @@ def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, dtype, pa
         input_shape=input_shape, kernel_shape=kernel_shape, dtype=dtype, data_format="NXC",
         weights_format="XIO", bias=True)
     problem = problem_of(src, weights, bias, attributes)
-    src_shape, dst_shape, strides, dilations, pads = direct._kernel_geometry(problem)
     previous = _direct.set_pass_size(pass_bytes, min_channels)
     try:
-        cut = _direct.plan_summary(
-            batch, src_shape[1:-1], ic, direct.lift_spatial(kernel_shape, 2, 1), oc,
-            dst_shape[1:-1], groups, strides, dilations, pads, False,
-            np.dtype(dtype).itemsize, 2)
-        assert cut["input_channels_per_pass"] == per_pass
+        assert direct.kernel_cut(problem, 2)["input_channels_per_pass"] == per_pass
         got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
     finally:
         _direct.set_pass_size(*previous)

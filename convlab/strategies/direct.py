@@ -125,6 +125,18 @@ PIXELS_PER_BLOCK = 8
 CACHED_WEIGHT_BYTES = 1 * 2**20
 
 
+def kernel_cut(problem, threads) -> dict:
+    """How run_direct's call would be cut up (``_direct.plan_summary``: work items, input
+    channels per pass, ...), on the geometry it launches (a 1x1 layer as one image of
+    N * prod(I) pixels)."""
+    src_shape, dst_shape, strides, dilations, pads = _kernel_geometry(problem)
+    return _direct.plan_summary(
+        src_shape[0], src_shape[1:-1], problem.in_channels,
+        lift_spatial(problem.kernel_shape, problem.rank, 1), problem.out_channels,
+        dst_shape[1:-1], problem.groups, strides, dilations, pads, is_depthwise(problem),
+        problem.dtype.itemsize, threads)
+
+
 def cost_terms(problem, threads) -> dict:
     """The work of one run, as :mod:`convlab.cost_model` terms (per thread where parallel),
     and details for ``explain``.
@@ -136,13 +148,7 @@ def cost_terms(problem, threads) -> dict:
     """
     itemsize = problem.dtype.itemsize
     lanes = 64 // itemsize
-    # the cut of the call run_direct makes (a 1x1 layer as one image of N * prod(I) pixels)
-    src_shape, dst_shape, strides, dilations, pads = _kernel_geometry(problem)
-    cut = _direct.plan_summary(
-        src_shape[0], src_shape[1:-1], problem.in_channels,
-        lift_spatial(problem.kernel_shape, problem.rank, 1), problem.out_channels,
-        dst_shape[1:-1], problem.groups, strides, dilations, pads, is_depthwise(problem),
-        itemsize, threads)
+    cut = kernel_cut(problem, threads)
     # the kernel starts no more threads than it has work items
     threads = max(1, min(threads, cut["items"]))
     if is_depthwise(problem):
