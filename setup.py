@@ -4,6 +4,7 @@ Flags stay portable (no host-specific -march): wide-vector code paths are chosen
 time inside the C microkernels (GCC target attributes), so one wheel runs on any
 x86-64 machine.
 """
+import glob
 import os
 import shutil
 import subprocess
@@ -59,6 +60,8 @@ extensions = [
         f"convlab.kernels.{name}",
         [f"convlab/kernels/{name}.pyx"],
         include_dirs=[numpy.get_include(), "convlab/kernels"],
+        # headers included from other headers, which Cython's own tracking does not see
+        depends=sorted(glob.glob("convlab/kernels/*.h")),
         extra_compile_args=compile_args,
         extra_link_args=link_args,
         # the post-op epilogues (epilogue.h) call libm's exp, tanh, erf, ...

@@ -5,7 +5,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from convlab import params, postops, quantized, select, tune
+from convlab import buffers, params, postops, quantized, select, tune
 from convlab.params import ConvProblem, IntOrSeq
 from convlab.registry import get_algorithm
 from convlab.threads import effective_threads
@@ -193,7 +193,7 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
         # the fused sum reads the prior dst from the kernel's own buffer
         dst = np.ascontiguousarray(params.canonical_view(out, problem))
     else:
-        dst = np.empty(problem.canonical_dst_shape, dtype=problem.dtype)
+        dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
     if problem.batch > 0:
         # only algorithms that fuse post-ops take the keyword
         fused = {} if epilogue is None else {"epilogue": epilogue}

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from convlab import params, postops, quantized, select
+from convlab import buffers, params, postops, quantized, select
 from convlab.api import check_out, execute, execute_quantized, resolve_for_call
 from convlab.params import ConvProblem, IntOrSeq
 from convlab.registry import get_algorithm
@@ -203,7 +203,7 @@ def _lean_runner(problem: ConvProblem, chosen, prepared, bias, n_threads: int):
     channels_last = problem.data_format == "NXC"
 
     def run(src: np.ndarray) -> np.ndarray:
-        dst = np.empty(dst_shape, dtype=problem.dtype)
+        dst = buffers.empty(dst_shape, problem.dtype)
         chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads)
         return dst if channels_last else np.ascontiguousarray(params.user_dst(dst, problem))
 

@@ -1,6 +1,8 @@
 """Special values (NaN, Inf), empty batches and extreme but valid shapes, per algorithm."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,39 @@ def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, dtype, pa
     finally:
         _direct.set_pass_size(*previous)
     assert_matches_reference(got, src, weights, bias, attributes, "direct")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["many-channels-1x1", "grouped-wide-k3",
+                                  "input-channels-in-two-passes", "wide-output-channels-1x1"])
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned-dst", "misaligned-dst"])
+def test_direct_streamed_dst_matches_cached_stores(rng, dtype, case, offset):
+    """direct writes a large dst with non-temporal stores (cl_stream_min_bytes), for whole
+    vectors at aligned addresses only: forced on for every size, the result is the same,
+    bit for bit, as with ordinary stores, whatever dst's alignment."""
+    from convlab.kernels import _direct
+    from convlab.strategies import direct
+    batch, groups, ic, oc, input_shape, kernel_shape, attributes = EDGE_SHAPES[case]
+    src, weights, bias = random_tensors(
+        rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups,
+        input_shape=input_shape, kernel_shape=kernel_shape, dtype=dtype, data_format="NXC",
+        weights_format="XIO", bias=True)
+    attributes = dict(attributes, groups=groups)
+    problem = problem_of(src, weights, bias, attributes)
+    results = []
+    for min_bytes in (0, 1):
+        # out= in place (NXC, C-contiguous), at 64-byte alignment plus `offset` elements
+        size = math.prod(problem.canonical_dst_shape)
+        raw = np.empty(size + 64, dtype)
+        start = (-raw.ctypes.data % 64) // raw.itemsize + offset
+        out = raw[start:start + size].reshape(problem.canonical_dst_shape)
+        previous = _direct.set_streaming(min_bytes)
+        try:
+            assert direct.kernel_cut(problem, 2)["streamed_dst"] == bool(min_bytes)
+            results.append(convlab.convolve(src, weights, bias, algorithm="direct", out=out,
+                                            **attributes))
+        finally:
+            _direct.set_streaming(previous)
+        assert results[-1] is out
+    np.testing.assert_array_equal(results[1], results[0])
+    assert_matches_reference(results[1], src, weights, bias, attributes, "direct")

@@ -43,11 +43,13 @@ cdef extern from "direct_microkernel.h" nogil:
         Py_ssize_t V, nvec, nchunk, seglen, nseg, icb, ncgroup, ow_lo, ow_hi, nitems
         const void *zeros
         Py_ssize_t wpack_elems
+        int stream_dst
         void *wpack
         const cl_epilogue *epi
     Py_ssize_t cl_wpack_max_bytes
     Py_ssize_t cl_pass_bytes
     Py_ssize_t cl_pass_min_channels
+    Py_ssize_t cl_stream_min_bytes
     int cl_isa_supported(int isa)
     int cl_isa_best()
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
@@ -134,6 +136,17 @@ def set_pass_size(Py_ssize_t nbytes, Py_ssize_t min_channels):
         raise ValueError(f"nbytes={nbytes}, min_channels={min_channels}; expected >= 1")
     cl_pass_bytes = nbytes
     cl_pass_min_channels = min_channels
+    return previous
+
+
+def set_streaming(Py_ssize_t min_bytes):
+    """Write dense dst with non-temporal stores when it takes at least ``min_bytes`` (0:
+    never). Returns the previous value. Not thread-safe: for tests and experiments."""
+    global cl_stream_min_bytes
+    cdef Py_ssize_t previous = cl_stream_min_bytes
+    if min_bytes < 0:
+        raise ValueError(f"min_bytes={min_bytes}; expected >= 0")
+    cl_stream_min_bytes = min_bytes
     return previous
 
 
@@ -414,5 +427,5 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
             "segments": g.nseg, "segment_length": g.seglen, "chunk_groups": g.ncgroup,
             "input_channels_per_pass": g.icb if not depthwise else 1,
             "interior": (g.ow_lo, g.ow_hi),
-            "items": g.nitems,
+            "items": g.nitems, "streamed_dst": bool(g.stream_dst),
             "weights_copied_per_pass": g.wpack_elems > 0}

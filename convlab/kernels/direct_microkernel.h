@@ -58,6 +58,7 @@ typedef struct {
     int head, tail;
     ptrdiff_t seglen, nseg; /* output-row segments (dense: of the flattened pixels) */
     ptrdiff_t icb;          /* dense: input channels per pass over a segment */
+    int stream_dst;         /* dense: dst is written with non-temporal stores (see cl_plan) */
     ptrdiff_t ncgroup;      /* depthwise: groups of channel chunks, one per item */
     ptrdiff_t ow_lo, ow_hi; /* columns whose every kernel tap along W is inside the input */
     ptrdiff_t nitems;
@@ -125,6 +126,7 @@ typedef struct {
     ptrdiff_t dd, dh, c_kw, ID, IH, IW;
     const void *zero;       /* KW * nic zeros */
     int merge;              /* W taps with all pixels inside may run as one loop */
+    int stream;             /* dense: store the block with non-temporal stores */
 } cl_kargs;
 
 /* Taps per depthwise batch: enough for any 2-D kernel up to 16x16 or 3-D up to 6x6x6;
@@ -142,6 +144,21 @@ typedef struct {
 #define CL_VECTOR_EXT 0
 #define CL_AI inline
 #define CL_UNROLL
+#endif
+
+/* Non-temporal stores of one vector at a vector-aligned address, per element type and
+ * vector width. Baseline x86-64 has SSE2's; elsewhere the kernels store normally. */
+#if CL_X86_DISPATCH && CL_VECTOR_EXT && defined(__SSE2__)
+#include <immintrin.h>
+#define CL_CAN_STREAM 1
+#define CL_STREAM_f32_16(p, v) _mm_stream_ps((float *)(p), (__m128)(v))
+#define CL_STREAM_f64_16(p, v) _mm_stream_pd((double *)(p), (__m128d)(v))
+#define CL_STREAM_f32_32(p, v) _mm256_stream_ps((float *)(p), (__m256)(v))
+#define CL_STREAM_f64_32(p, v) _mm256_stream_pd((double *)(p), (__m256d)(v))
+#define CL_STREAM_f32_64(p, v) _mm512_stream_ps((float *)(p), (__m512)(v))
+#define CL_STREAM_f64_64(p, v) _mm512_stream_pd((double *)(p), (__m512d)(v))
+#else
+#define CL_CAN_STREAM 0
 #endif
 
 #define CL_CAT2_(a, b) a##_##b
@@ -251,11 +268,24 @@ static ptrdiff_t cl_wpack_max_bytes = 1 << 20;
 static ptrdiff_t cl_pass_bytes = 256 * 1024;
 static ptrdiff_t cl_pass_min_channels = 64;
 
+/* Dense dst of at least this many bytes is written with non-temporal stores (0: never),
+ * which do not first read into the cache the lines they overwrite. A smaller dst fits in
+ * L2 (1 MiB per core here), where the next layer may find it. On the AMD EPYC (Zen 4) of
+ * sessions 6-7, direct's kernel alone, 2 threads (bench/direct_tiling.py;
+ * bench/results/direct_streaming_s7_*.txt), geo-mean speed-up over never streaming:
+ * ResNet-50 at batch 8 1.074 (from 1 MiB), 1.051 (from 4 MiB), 1.074 (always); at batch 1
+ * 0.999, 0.995, 1.007, i.e. noise; VGG-19 1.015 and GoogLeNet-v2 1.010 (from 4 MiB). Two
+ * ResNet-50 bottleneck blocks run as one chain (each layer reading the last one's dst)
+ * took as long streamed. A variable so that experiments can vary it
+ * (_direct.set_streaming). */
+static ptrdiff_t cl_stream_min_bytes = 1024 * 1024;
+
 /* Decide the item decomposition of one call for `isa` (at most the widest supported
  * level), using about `threads` threads. Returns the number of items. */
 static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     ptrdiff_t channels, rows, units, want, jmax;
     g->wpack_elems = 0;
+    g->stream_dst = 0;
     channels = g->depthwise ? g->G : g->OCg;
     if (g->depthwise) {
         /* Only whole vectors are vectorised there; the rest runs scalar. */
@@ -316,7 +346,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * these weights were read in place (where a whole 512-channel pass was 1.6-2x
          * slower, on the Intel machine of sessions 1-4): on the AMD EPYC (Zen 4, 32 KiB
          * L1d, 1 MiB L2 per core) of session 6, direct's kernel on prepared weights, 2
-         * threads (bench/direct_pass_size.py; bench/results/direct_pass_size_s6_*.txt),
+         * threads (bench/direct_tiling.py, then named direct_pass_size.py; bench/results/direct_pass_size_s6_*.txt),
          * geo-mean over 32 KiB: ResNet-50 1.053 (1x1 layers 1.04-1.17), GoogLeNet-v2
          * 1.098, 1d 1.036, VGG-19 and dilated 1.006, ResNet-50 at mb8 1.048; an
          * earlier run of the same kind on 3d_unet: 1.00. 1 MiB measured about the same
@@ -339,6 +369,8 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         pass_elems = taps * g->icb * jmax * g->V;
         if (g->nchunk > 1 && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
             g->wpack_elems = pass_elems;
+        g->stream_dst = CL_CAN_STREAM && cl_stream_min_bytes > 0
+                        && g->N * npix * g->OC * (ptrdiff_t)itemsize >= cl_stream_min_bytes;
         g->nitems = rows * g->nseg;
         return g->nitems;
     }

@@ -120,6 +120,16 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
             }
         }
     }
+#if CL_CAN_STREAM
+    if (a->stream) {
+        CL_UNROLL for (p = 0; p < P; p++) {
+            CL_UNROLL for (j = 0; j < J; j++)
+                CL_CAT2(CL_CAT2(CL_STREAM, CL_TYPE), CL_VBYTES)(d + p * d_pix + j * CL_V,
+                                                                acc[p][j]);
+        }
+        return;
+    }
+#endif
     CL_UNROLL for (p = 0; p < P; p++) {
         CL_UNROLL for (j = 0; j < J; j++) CL_STORE(dt + p * dt_pix + j * CL_V, acc[p][j]);
     }
@@ -308,7 +318,7 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0;
     const int summing = g->epi != NULL && g->epi->seeds_sum;
     const int finishing = g->epi != NULL && g->epi->nops > 0;
-    int J, pmax;
+    int J, pmax, stream;
     const CL_REAL *src_n, *w_g;
     CL_REAL *dst_n;
     cl_kargs a;
@@ -346,6 +356,11 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
      * the group spans every channel, the taps are adjacent and one pass takes every
      * input channel (see dense_body). */
     a.merge = g->dw == 1 && ICg == IC && g->icb == ICg;
+    /* Non-temporal stores take whole vectors at aligned addresses, and post-ops would
+     * read the block straight back. */
+    stream = g->stream_dst && !finishing && a.nstore == J * CL_V
+             && (g->OC * sizeof(CL_REAL)) % CL_VBYTES == 0
+             && (size_t)(dst + n * npix * g->OC + grp * g->OCg + oc0) % CL_VBYTES == 0;
     a.nkw = g->KW;
     /* src of image n and group grp; pixel offsets are added only for inside taps */
     src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
@@ -380,6 +395,8 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         a.w_kh = g->KW * a.w_kw;
         a.w_kd = g->KH * a.w_kh;
         a.accumulate = ic0 > 0 || summing;
+        /* the last pass writes the block for good */
+        a.stream = stream && ic0 + g->icb >= ICg;
         CL_FOR_BLOCKS(p0, p1, pmax, pix, P, {
             /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
             ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
@@ -410,6 +427,10 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                                                n * npix + pix, grp * g->OCg + oc0);
         });
     }
+#if CL_CAN_STREAM
+    /* non-temporal stores are weakly ordered: drain them before the item counts as done */
+    if (stream) _mm_sfence();
+#endif
 }
 
 /* Channels [c0, G) of a depthwise row segment that do not fill a vector: plain loops. */

@@ -1,13 +1,17 @@
-"""A/B of the direct kernel's input-channel pass size (cl_pass_bytes in direct_microkernel.h).
+"""A/B of the direct kernel's tiling knobs: the input-channel pass size (cl_pass_bytes,
+cl_pass_min_channels in direct_microkernel.h) and the dst size from which it writes with
+non-temporal stores (cl_stream_min_bytes).
 
-Times direct's kernel alone on prepared weights (what a plan runs) for each setting, in
-alternating blocks of at least --block-seconds each, --rounds rounds, and prints the median
-per layer and setting with its speed-up over the first setting, then the geo-mean.
+Times direct's kernel alone on prepared weights (what a plan runs; dst 64-byte aligned, as
+convlab allocates a large one) for each setting, in alternating blocks of at least
+--block-seconds each, --rounds rounds, and prints the median per layer and setting with
+its speed-up over the first setting, then the geo-mean.
 
-    python bench/direct_pass_size.py --suite resnet_50 --settings 32768:64,262144:64
-    python bench/direct_pass_size.py --suite resnet_50 --mb 8 --layers conv1,res3b_branch2a
+    python bench/direct_tiling.py --suite resnet_50 --settings pass=32768 pass=262144
+    python bench/direct_tiling.py --suite resnet_50 --mb 8 --settings stream=0 stream=1
 
-A setting is BYTES:MIN_CHANNELS, the arguments of convlab.kernels._direct.set_pass_size.
+A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels and stream
+(bytes, 0 for never); a key left out keeps the kernel's default.
 """
 from __future__ import annotations
 
@@ -25,10 +29,42 @@ from convlab.benchmark import cpu_model, geo_mean, select_layers, time_block  # 
 from convlab.kernels import _direct  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
 
+KNOBS = ("pass", "min_channels", "stream")
 
-def parse_setting(text):
-    nbytes, min_channels = text.split(":")
-    return int(nbytes), int(min_channels)
+
+def current_knobs():
+    """The kernel's knobs as they are now (read by setting and restoring them)."""
+    pass_size = _direct.set_pass_size(1, 1)
+    _direct.set_pass_size(*pass_size)
+    stream = _direct.set_streaming(0)
+    _direct.set_streaming(stream)
+    return dict(zip(KNOBS, pass_size + (stream,)))
+
+
+def parse_setting(text, defaults):
+    """KEY=VALUE pairs over ``defaults``, as a tuple of values in KNOBS order."""
+    setting = dict(defaults)
+    for pair in text.split(","):
+        key, _, value = pair.partition("=")
+        if key not in KNOBS or not value.isdigit():
+            raise SystemExit(f"setting {text!r}: expected KEY=VALUE pairs, keys "
+                             f"{', '.join(KNOBS)}")
+        setting[key] = int(value)
+    return tuple(setting[key] for key in KNOBS)
+
+
+def apply_setting(setting):
+    pass_bytes, min_channels, stream = setting
+    _direct.set_pass_size(pass_bytes, min_channels)
+    _direct.set_streaming(stream)
+
+
+def aligned_empty(shape, dtype):
+    """dst as convlab allocates a large one (convlab.buffers.empty): 64-byte aligned."""
+    count = int(np.prod(shape))
+    raw = np.empty(count + 64, dtype)
+    start = (-raw.ctypes.data % 64) // raw.itemsize
+    return raw[start:start + count].reshape(shape)
 
 
 def kernel_call(layer, mb, threads):
@@ -37,7 +73,7 @@ def kernel_call(layer, mb, threads):
                                   **layer.convolve_kwargs())
     prepared = direct.prepare_weights(problem, params.canonical_weights(weights, problem))
     src = params.canonical_src(src, problem)
-    dst = np.empty(problem.canonical_dst_shape, problem.dtype)
+    dst = aligned_empty(problem.canonical_dst_shape, problem.dtype)
     return lambda: direct.run_direct(problem, src, prepared, None, dst, threads)
 
 
@@ -47,7 +83,7 @@ def time_settings(call, settings, rounds, block_seconds):
     times = {setting: [] for setting in settings}
     for index in range(rounds):
         for setting in settings if index % 2 == 0 else settings[::-1]:
-            _direct.set_pass_size(*setting)
+            apply_setting(setting)
             times[setting] += time_block(call, 1, pause=0.0, min_seconds=block_seconds)
     return {setting: statistics.median(values) for setting, values in times.items()}
 
@@ -56,19 +92,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suite", default="resnet_50")
     parser.add_argument("--layers", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--settings", default="32768:64,262144:64,1048576:64")
+    parser.add_argument("--settings", nargs="+", default=["pass=32768", "pass=262144"],
+                        help="KEY=VALUE[,KEY=VALUE...] each")
     parser.add_argument("--mb", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--block-seconds", type=float, default=0.15)
     args = parser.parse_args(argv)
-    settings = [parse_setting(s) for s in args.settings.split(",")]
+    default = current_knobs()
+    settings = [parse_setting(text, default) for text in args.settings]
     layers = select_layers(shapes.load_suite(args.suite), args.layers)
     print(f"command: python {' '.join(sys.argv)}")
     print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs; {args.threads} threads, "
           f"mb {args.mb}, {args.rounds} rounds of blocks of {args.block_seconds} s")
-    labels = [f"{b // 1024}K/{c}" for b, c in settings]
-    default = _direct.set_pass_size(*settings[0])
+    labels = args.settings
     speedups = []
     try:
         for layer in layers:
@@ -81,7 +118,7 @@ def main(argv=None):
                 f"{label}: {medians[s] * 1e3:8.3f} ms ({r:4.2f}x)"
                 for label, s, r in zip(labels, settings, ratios)), flush=True)
     finally:
-        _direct.set_pass_size(*default)
+        apply_setting(tuple(default[key] for key in KNOBS))
     print(f"geo-mean speed-up over {labels[0]}: " + "  ".join(
         f"{label}: {geo_mean(column):.3f}" for label, column in zip(labels, zip(*speedups))))
     return 0
