@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from convlab import params, shapes  # noqa: E402
+from convlab import buffers, params, shapes  # noqa: E402
 from convlab.benchmark import cpu_model, geo_mean, select_layers, time_block  # noqa: E402
 from convlab.kernels import _direct  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
@@ -59,21 +59,13 @@ def apply_setting(setting):
     _direct.set_streaming(stream)
 
 
-def aligned_empty(shape, dtype):
-    """dst as convlab allocates a large one (convlab.buffers.empty): 64-byte aligned."""
-    count = int(np.prod(shape))
-    raw = np.empty(count + 64, dtype)
-    start = (-raw.ctypes.data % 64) // raw.itemsize
-    return raw[start:start + count].reshape(shape)
-
-
 def kernel_call(layer, mb, threads):
     src, weights, _ = layer.arrays(mb)
     problem = params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                   **layer.convolve_kwargs())
     prepared = direct.prepare_weights(problem, params.canonical_weights(weights, problem))
     src = params.canonical_src(src, problem)
-    dst = aligned_empty(problem.canonical_dst_shape, problem.dtype)
+    dst = buffers.aligned_empty(problem.canonical_dst_shape, problem.dtype)
     return lambda: direct.run_direct(problem, src, prepared, None, dst, threads)
 
 

@@ -1,6 +1,8 @@
 """Output buffers that convlab allocates itself."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # Buffers at least this large start on a cache line: the direct kernel writes a dst of
@@ -11,15 +13,18 @@ ALIGN_FROM_BYTES = 1 << 20
 CACHE_LINE = 64
 
 
-def empty(shape, dtype) -> np.ndarray:
-    """``np.empty(shape, dtype)``, 64-byte aligned when it takes ALIGN_FROM_BYTES or more."""
+def aligned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array starting on a cache line (64 bytes)."""
     dtype = np.dtype(dtype)
-    count = 1
-    for extent in shape:
-        count *= extent
-    nbytes = count * dtype.itemsize
-    if nbytes < ALIGN_FROM_BYTES:
-        return np.empty(shape, dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + CACHE_LINE, np.uint8)
     start = -raw.ctypes.data % CACHE_LINE
     return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def empty(shape, dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)``, on a cache line when it takes ALIGN_FROM_BYTES or more."""
+    dtype = np.dtype(dtype)
+    if math.prod(shape) * dtype.itemsize < ALIGN_FROM_BYTES:
+        return np.empty(shape, dtype)
+    return aligned_empty(shape, dtype)

@@ -201,6 +201,7 @@ def test_direct_streamed_dst_matches_cached_stores(rng, dtype, case, offset):
     """direct writes a large dst with non-temporal stores (cl_stream_min_bytes), for whole
     vectors at aligned addresses only: forced on for every size, the result is the same,
     bit for bit, as with ordinary stores, whatever dst's alignment."""
+    from convlab import buffers
     from convlab.kernels import _direct
     from convlab.strategies import direct
     batch, groups, ic, oc, input_shape, kernel_shape, attributes = EDGE_SHAPES[case]
@@ -214,9 +215,8 @@ def test_direct_streamed_dst_matches_cached_stores(rng, dtype, case, offset):
     for min_bytes in (0, 1):
         # out= in place (NXC, C-contiguous), at 64-byte alignment plus `offset` elements
         size = math.prod(problem.canonical_dst_shape)
-        raw = np.empty(size + 64, dtype)
-        start = (-raw.ctypes.data % 64) // raw.itemsize + offset
-        out = raw[start:start + size].reshape(problem.canonical_dst_shape)
+        out = buffers.aligned_empty((size + 1,), dtype)[offset:offset + size].reshape(
+            problem.canonical_dst_shape)
         previous = _direct.set_streaming(min_bytes)
         try:
             assert direct.kernel_cut(problem, 2)["streamed_dst"] == bool(min_bytes)
