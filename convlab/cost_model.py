@@ -21,7 +21,7 @@ from convlab.registry import Estimate
 CONSTANTS_FILE = "cost_constants.json"
 
 # Terms a plan pays once, when it prepares the weights, rather than on every call.
-PREPARATION_TERMS = ("weight_pack_bytes", "weight_transform_flops")
+PREPARATION_TERMS = ("weight_pack_bytes", "weight_transform_flops", "weight_transform_flops_3d")
 
 
 @functools.lru_cache(maxsize=1)

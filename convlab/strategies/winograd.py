@@ -588,6 +588,11 @@ def cost_terms(m: int, problem, threads) -> tuple:
         terms["gemm_flops" + suffix] = terms["gemm_flops"] if suffix == other_rank else 0.0
         terms["transform_flops" + suffix] = (terms["transform_flops"] if suffix == other_rank
                                              else 0.0)
+    # The 3-D weight transform scatters each filter over alpha^3 planes of U: on 3d_unet
+    # conv_7 (13x13x12, 256 channels) it took 22 ms of F(4)'s 29 ms one-shot call, 9x its
+    # 2-D rate per multiply-add (bench/results/cost_timings_s7_run*.csv).
+    terms["weight_transform_flops_3d"] = (terms["weight_transform_flops"]
+                                          if problem.rank == 3 else 0.0)
     measured = MEASURED_RELATIVE_ERROR_BY_RANK[f"winograd{m}"]
     details = {"tile": m, "threads": threads,
                "workspace_bytes": workspace_bytes_used(m, problem, threads),
