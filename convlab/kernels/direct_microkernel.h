@@ -346,11 +346,12 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * these weights were read in place (where a whole 512-channel pass was 1.6-2x
          * slower, on the Intel machine of sessions 1-4): on the AMD EPYC (Zen 4, 32 KiB
          * L1d, 1 MiB L2 per core) of session 6, direct's kernel on prepared weights, 2
-         * threads (bench/direct_tiling.py, then named direct_pass_size.py; bench/results/direct_pass_size_s6_*.txt),
-         * geo-mean over 32 KiB: ResNet-50 1.053 (1x1 layers 1.04-1.17), GoogLeNet-v2
-         * 1.098, 1d 1.036, VGG-19 and dilated 1.006, ResNet-50 at mb8 1.048; an
-         * earlier run of the same kind on 3d_unet: 1.00. 1 MiB measured about the same
-         * as 256 KiB, which leaves more of a 1 MiB L2 to src and dst. */
+         * threads (bench/direct_tiling.py, then named direct_pass_size.py;
+         * bench/results/direct_pass_size_s6_*.txt), geo-mean over 32 KiB: ResNet-50
+         * 1.053 (1x1 layers 1.04-1.17), GoogLeNet-v2 1.098, 1d 1.036, VGG-19 and
+         * dilated 1.006, ResNet-50 at mb8 1.048; an earlier run of the same kind on
+         * 3d_unet: 1.00. 1 MiB measured about the same as 256 KiB, which leaves more
+         * of a 1 MiB L2 to src and dst. */
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
         rows = g->G * g->nchunk * g->N;
