@@ -41,7 +41,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from convlab import cost_model
+from convlab import buffers, cost_model
 from convlab import winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.registry import get_algorithm, register_algorithm
@@ -252,7 +252,7 @@ def _transformed_buffer(shape, dtype) -> np.ndarray:
                 and sys.getrefcount(cached.base) <= 2):
             _buffer_cache.move_to_end(key)
             return cached
-        fresh = _winograd.aligned_empty(math.prod(shape), dtype).reshape(shape)
+        fresh = buffers.aligned_empty(tuple(shape), dtype)
         if fresh.nbytes <= BUFFER_CACHE_BYTES:
             _buffer_cache[key] = fresh
             _buffer_cache.move_to_end(key)
