@@ -138,9 +138,7 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
 
     def prepared_for(algorithm):
         if algorithm.name not in prepared_by_name:
-            prepared_by_name[algorithm.name] = algorithm.prepare_weights(
-                problem, params.canonical_weights(weights, problem,
-                                                  contiguous=not algorithm.weight_views))
+            prepared_by_name[algorithm.name] = algorithm.prepare(problem, weights)
         return prepared_by_name[algorithm.name]
 
     chosen = resolve_for_call(algorithm, problem, n_threads, precision, src, canonical_bias,

@@ -136,9 +136,7 @@ class Convolution:
             with self._lock:
                 prepared = self._prepared.get(key)
                 if prepared is None:
-                    canonical = params.canonical_weights(
-                        self._weights, problem, contiguous=not chosen.weight_views)
-                    prepared = chosen.prepare_weights(problem, canonical)
+                    prepared = chosen.prepare(problem, self._weights)
                     self._prepared[key] = prepared
         return prepared
 

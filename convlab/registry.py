@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from convlab import params
 from convlab.params import ConvProblem
 
 
@@ -74,6 +75,13 @@ class Algorithm:
     relative_error: Union[None, float, Callable[[ConvProblem], float]] = None
     fuse_post_ops: Optional[Callable[[ConvProblem, bool], bool]] = None
     weight_views: bool = False
+
+    def prepare(self, problem: ConvProblem, weights) -> Any:
+        """``prepare_weights`` on the caller's weights (validated, in their own layout),
+        turned canonical as the hook's contract says: C-contiguous, or a view with
+        ``weight_views``."""
+        return self.prepare_weights(problem, params.canonical_weights(
+            weights, problem, contiguous=not self.weight_views))
 
     def relative_error_for(self, problem: ConvProblem) -> Optional[float]:
         error = self.relative_error

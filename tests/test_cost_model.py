@@ -8,7 +8,7 @@ import pytest
 
 import convlab
 from conftest import assert_matches_reference, problem_of, random_tensors
-from convlab import cost_model, params, registry, select
+from convlab import cost_model, registry, select
 
 PROBLEMS = [
     ((1, 8, 8, 16), (3, 3, 16, 16), {"pads_begin": 1, "pads_end": 1}),
@@ -123,8 +123,7 @@ def test_direct_prepares_depthwise_weights_from_the_callers_layout(rng, channels
     problem = problem_of(src, weights, bias, attributes)
     direct = registry.get_algorithm("direct")
     assert direct.weight_views
-    prepared = direct.prepare_weights(
-        problem, params.canonical_weights(weights, problem, contiguous=False))
+    prepared = direct.prepare(problem, weights)
     lanes = 64 // np.dtype(dtype).itemsize
     in_place = weights_format == "XIO" and channels % lanes == 0
     assert np.shares_memory(prepared.array, weights) == in_place

@@ -125,18 +125,26 @@ EDGE_SHAPES = {
 }
 
 
+def edge_case(rng, case, dtype, data_format="NXC", weights_format="XIO"):
+    """Random src, weights and bias for EDGE_SHAPES[case] in the given layouts, and the
+    call's attributes."""
+    batch, groups, ic, oc, input_shape, kernel, extra = EDGE_SHAPES[case]
+    src, weights, bias = random_tensors(
+        rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups,
+        input_shape=input_shape, kernel_shape=kernel, dtype=dtype,
+        data_format=data_format, weights_format=weights_format, bias=True)
+    attributes = dict(extra, groups=groups, data_format=data_format,
+                      weights_format=weights_format)
+    return src, weights, bias, attributes
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", list(EDGE_SHAPES))
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_edge_shapes_match_reference(rng, algorithm, case, dtype):
-    batch, groups, ic, oc, input_shape, kernel, extra = EDGE_SHAPES[case]
     for data_format, weights_format in (("NCX", "OIX"), ("NXC", "XIO")):
-        src, weights, bias = random_tensors(
-            rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups,
-            input_shape=input_shape, kernel_shape=kernel, dtype=dtype,
-            data_format=data_format, weights_format=weights_format, bias=True)
-        attributes = dict(extra, groups=groups, data_format=data_format,
-                          weights_format=weights_format)
+        src, weights, bias, attributes = edge_case(rng, case, dtype, data_format,
+                                                   weights_format)
         got = run(algorithm, src, weights, bias, **attributes)
         assert_matches_reference(got, src, weights, bias, attributes, algorithm, case)
 
@@ -177,12 +185,7 @@ def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, dtype, pa
     however they are cut, the result matches the reference."""
     from convlab.kernels import _direct
     from convlab.strategies import direct
-    batch, groups, ic, oc, input_shape, kernel_shape, attributes = \
-        EDGE_SHAPES["input-channels-in-two-passes"]
-    src, weights, bias = random_tensors(
-        rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups,
-        input_shape=input_shape, kernel_shape=kernel_shape, dtype=dtype, data_format="NXC",
-        weights_format="XIO", bias=True)
+    src, weights, bias, attributes = edge_case(rng, "input-channels-in-two-passes", dtype)
     problem = problem_of(src, weights, bias, attributes)
     previous = _direct.set_pass_size(pass_bytes, min_channels)
     try:
@@ -204,12 +207,7 @@ def test_direct_streamed_dst_matches_cached_stores(rng, dtype, case, offset):
     from convlab import buffers
     from convlab.kernels import _direct
     from convlab.strategies import direct
-    batch, groups, ic, oc, input_shape, kernel_shape, attributes = EDGE_SHAPES[case]
-    src, weights, bias = random_tensors(
-        rng, batch=batch, in_channels=ic, out_channels=oc, groups=groups,
-        input_shape=input_shape, kernel_shape=kernel_shape, dtype=dtype, data_format="NXC",
-        weights_format="XIO", bias=True)
-    attributes = dict(attributes, groups=groups)
+    src, weights, bias, attributes = edge_case(rng, case, dtype)
     problem = problem_of(src, weights, bias, attributes)
     results = []
     for min_bytes in (0, 1):
