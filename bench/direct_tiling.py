@@ -29,7 +29,7 @@ from convlab.benchmark import cpu_model, geo_mean, select_layers, time_block  # 
 from convlab.kernels import _direct  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
 
-KNOBS = ("pass", "min_channels", "stream")
+KNOBS = ("pass", "min_channels", "stream", "prefetch")
 
 
 def current_knobs():
@@ -38,7 +38,9 @@ def current_knobs():
     _direct.set_pass_size(*pass_size)
     stream = _direct.set_streaming(0)
     _direct.set_streaming(stream)
-    return dict(zip(KNOBS, pass_size + (stream,)))
+    prefetch = _direct.set_prefetch(0)
+    _direct.set_prefetch(prefetch)
+    return dict(zip(KNOBS, pass_size + (stream, prefetch)))
 
 
 def parse_setting(text, defaults):
@@ -54,9 +56,10 @@ def parse_setting(text, defaults):
 
 
 def apply_setting(setting):
-    pass_bytes, min_channels, stream = setting
+    pass_bytes, min_channels, stream, prefetch = setting
     _direct.set_pass_size(pass_bytes, min_channels)
     _direct.set_streaming(stream)
+    _direct.set_prefetch(prefetch)
 
 
 def kernel_call(layer, mb, threads):

@@ -119,6 +119,7 @@ EDGE_SHAPES = {
     # More output channels than one register block: direct copies each pass's weights
     # per channel chunk, the last chunk partial (200 = 12.5 float32 vectors).
     "wide-output-channels-1x1": (1, 1, 24, 200, (5, 7), (1, 1), {}),
+    "grouped-strided-1x1-3d": (2, 2, 40, 48, (3, 7, 9), (1, 1, 1), dict(strides=(1, 2, 2))),
     "grouped-wide-k3": (2, 2, 12, 160, (6, 7), (3, 3), dict(pads_begin=1, pads_end=1)),
     # 3x3 x 150 channels x 4 vectors: two passes of 75 in direct (256 KiB a pass)
     "input-channels-in-two-passes": (1, 1, 150, 70, (5, 7), (3, 3), dict(strides=(1, 2))),
@@ -223,5 +224,29 @@ def test_direct_streamed_dst_matches_cached_stores(rng, dtype, case, offset):
         finally:
             _direct.set_streaming(previous)
         assert results[-1] is out
+    np.testing.assert_array_equal(results[1], results[0])
+    assert_matches_reference(results[1], src, weights, bias, attributes, "direct")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["many-channels-1x1", "wide-output-channels-1x1",
+                                  "grouped-strided-1x1-3d"])
+def test_direct_src_prefetch_leaves_results_unchanged(rng, dtype, case):
+    """direct prefetches the next pixel block's src in 1x1 convolutions with a large src
+    (cl_prefetch_min_bytes), in steps of a cache line: forced on for every size, the result
+    is the same, bit for bit, as without, and matches the reference."""
+    from convlab.kernels import _direct
+    from convlab.strategies import direct
+    src, weights, bias, attributes = edge_case(rng, case, dtype)
+    problem = problem_of(src, weights, bias, attributes)
+    results = []
+    for min_bytes in (0, 1):
+        previous = _direct.set_prefetch(min_bytes)
+        try:
+            assert direct.kernel_cut(problem, 2)["prefetched_src"] == bool(min_bytes)
+            results.append(convlab.convolve(src, weights, bias, algorithm="direct",
+                                            **attributes))
+        finally:
+            _direct.set_prefetch(previous)
     np.testing.assert_array_equal(results[1], results[0])
     assert_matches_reference(results[1], src, weights, bias, attributes, "direct")

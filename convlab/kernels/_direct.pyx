@@ -44,12 +44,14 @@ cdef extern from "direct_microkernel.h" nogil:
         const void *zeros
         Py_ssize_t wpack_elems
         int stream_dst
+        int prefetch_src
         void *wpack
         const cl_epilogue *epi
     Py_ssize_t cl_wpack_max_bytes
     Py_ssize_t cl_pass_bytes
     Py_ssize_t cl_pass_min_channels
     Py_ssize_t cl_stream_min_bytes
+    Py_ssize_t cl_prefetch_min_bytes
     int cl_isa_supported(int isa)
     int cl_isa_best()
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
@@ -147,6 +149,17 @@ def set_streaming(Py_ssize_t min_bytes):
     if min_bytes < 0:
         raise ValueError(f"min_bytes={min_bytes}; expected >= 0")
     cl_stream_min_bytes = min_bytes
+    return previous
+
+
+def set_prefetch(Py_ssize_t min_bytes):
+    """Prefetch the next pixel block's src in 1x1 convolutions whose src takes at least
+    ``min_bytes`` (0: never). Returns the previous value. Not thread-safe."""
+    global cl_prefetch_min_bytes
+    cdef Py_ssize_t previous = cl_prefetch_min_bytes
+    if min_bytes < 0:
+        raise ValueError(f"min_bytes={min_bytes}; expected >= 0")
+    cl_prefetch_min_bytes = min_bytes
     return previous
 
 
@@ -428,4 +441,5 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
             "input_channels_per_pass": g.icb if not depthwise else 1,
             "interior": (g.ow_lo, g.ow_hi),
             "items": g.nitems, "streamed_dst": bool(g.stream_dst),
+            "prefetched_src": bool(g.prefetch_src),
             "weights_copied_per_pass": g.wpack_elems > 0}

@@ -20,6 +20,7 @@
 #define CONVLAB_DIRECT_MICROKERNEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "epilogue.h"
@@ -59,6 +60,7 @@ typedef struct {
     ptrdiff_t seglen, nseg; /* output-row segments (dense: of the flattened pixels) */
     ptrdiff_t icb;          /* dense: input channels per pass over a segment */
     int stream_dst;         /* dense: dst is written with non-temporal stores (see cl_plan) */
+    int prefetch_src;       /* dense 1x1: each pixel block prefetches the next one's src */
     ptrdiff_t ncgroup;      /* depthwise: groups of channel chunks, one per item */
     ptrdiff_t ow_lo, ow_hi; /* columns whose every kernel tap along W is inside the input */
     ptrdiff_t nitems;
@@ -127,6 +129,11 @@ typedef struct {
     const void *zero;       /* KW * nic zeros */
     int merge;              /* W taps with all pixels inside may run as one loop */
     int stream;             /* dense: store the block with non-temporal stores */
+    /* dense, one tap: the next block's src (its first pixel, this pass's first channel),
+     * pixels pf_pix apart, fetched a cache line per pixel as this block reads its own;
+     * NULL for none */
+    const void *pf;
+    ptrdiff_t pf_pix;
 } cl_kargs;
 
 /* Taps per depthwise batch: enough for any 2-D kernel up to 16x16 or 3-D up to 6x6x6;
@@ -159,6 +166,13 @@ typedef struct {
 #define CL_STREAM_f64_64(p, v) _mm512_stream_pd((double *)(p), (__m512d)(v))
 #else
 #define CL_CAN_STREAM 0
+#endif
+
+/* A read prefetch into every cache level, where the compiler has one. */
+#if defined(__GNUC__)
+#define CL_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define CL_PREFETCH(p) ((void)(p))
 #endif
 
 #define CL_CAT2_(a, b) a##_##b
@@ -280,12 +294,26 @@ static ptrdiff_t cl_pass_min_channels = 64;
  * (_direct.set_streaming). */
 static ptrdiff_t cl_stream_min_bytes = 1024 * 1024;
 
+/* A 1x1 convolution whose src takes at least this many bytes (0: never) has each pixel
+ * block fetch the next block's src, one cache line per pixel for each line of its own
+ * (cl_kargs.pf). Such a src is read once, from memory: larger than the L3 share that
+ * would keep it between calls, and the hardware prefetchers, which stop at page
+ * boundaries and see P interleaved streams, left the kernel waiting on it. On the AMD
+ * EPYC (Zen 4) of session 8, direct's kernel alone, 2 threads, ResNet-50 at batch 8
+ * (bench/direct_tiling.py; bench/results/direct_prefetch_s8_resnet_50_mb8.txt), speed-up
+ * over never prefetching: res2b_branch2a (src 25.7 MB) 1.12, res3a_branch2a 1.06,
+ * res3a_branch1 1.03, the other layers 0.99-1.01. Prefetching every 1x1 src lost 1% on
+ * the 6.4 MB ones (res2a_branch1, res5a_branch1) and gained nothing at batch 1, where src
+ * stays in L3. A variable so that experiments can vary it (_direct.set_prefetch). */
+static ptrdiff_t cl_prefetch_min_bytes = 16 * 1024 * 1024;
+
 /* Decide the item decomposition of one call for `isa` (at most the widest supported
  * level), using about `threads` threads. Returns the number of items. */
 static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     ptrdiff_t channels, rows, units, want, jmax;
     g->wpack_elems = 0;
     g->stream_dst = 0;
+    g->prefetch_src = 0;
     channels = g->depthwise ? g->G : g->OCg;
     if (g->depthwise) {
         /* Only whole vectors are vectorised there; the rest runs scalar. */
@@ -370,6 +398,9 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         pass_elems = taps * g->icb * jmax * g->V;
         if (g->nchunk > 1 && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
             g->wpack_elems = pass_elems;
+        g->prefetch_src = cl_prefetch_min_bytes > 0 && taps == 1 && !g->pd && !g->ph && !g->pw
+                          && g->N * g->ID * g->IH * g->IW * g->IC * (ptrdiff_t)itemsize
+                             >= cl_prefetch_min_bytes;
         g->stream_dst = CL_CAN_STREAM && cl_stream_min_bytes > 0
                         && g->N * npix * g->OC * (ptrdiff_t)itemsize >= cl_stream_min_bytes;
         g->nitems = rows * g->nseg;

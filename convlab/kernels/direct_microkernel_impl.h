@@ -31,6 +31,20 @@ static CL_AI CL_TGT CL_VEC CL_FN(bcast)(CL_REAL x) { return x - (CL_VEC){0}; }
 #define CL_BCAST(x) (x)
 #endif
 
+/* dense_body's step over input channel ic: J weight vectors times P broadcast inputs. */
+#define CL_DENSE_STEP                                                                   \
+    do {                                                                                \
+        CL_VEC wv[4];                                                                   \
+        CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);               \
+        CL_UNROLL for (p = 0; p < P; p++) {                                             \
+            CL_VEC x = CL_BCAST(q[p][ic]);                                              \
+            CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];                   \
+        }                                                                               \
+        wp += w_ic;                                                                     \
+    } while (0)
+/* Elements of a 64-byte cache line. */
+#define CL_LINE ((ptrdiff_t)(64 / sizeof(CL_REAL)))
+
 /* P pixels x J vectors of output channels, summed over the taps and nic input channels
  * of one group; weights are vectors along the output channels. Each pixel reads through
  * its own pointer per tap, pointed at a zero row where the tap falls in the padding, so
@@ -53,7 +67,9 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
     CL_REAL tile[12 * 4 * (CL_VBYTES / sizeof(CL_REAL))];
     CL_REAL *dt = d;
     ptrdiff_t dt_pix = d_pix;
-    ptrdiff_t kd, kh, kw, ic, kwl = 0, kwh = 0;
+    ptrdiff_t kd, kh, kw, ic, ic0, kwl = 0, kwh = 0;
+    const uintptr_t pf = (uintptr_t)a->pf;
+    const size_t pf_pix = (size_t)a->pf_pix * sizeof(CL_REAL);
     int p, j;
 
     /* A block whose channels run past the group's last output channel goes through a
@@ -108,14 +124,16 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
                 }
                 if (run) kw = kwh - 1;
                 if (!any) continue;
-                for (ic = 0; ic < n_ic; ic++) {
-                    CL_VEC wv[4];
-                    CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);
-                    CL_UNROLL for (p = 0; p < P; p++) {
-                        CL_VEC x = CL_BCAST(q[p][ic]);
-                        CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];
+                if (pf == 0) {
+                    for (ic = 0; ic < n_ic; ic++) CL_DENSE_STEP;
+                } else {
+                    /* a line of each of the next block's pixels per line of this block's */
+                    for (ic0 = 0; ic0 < n_ic; ic0 += CL_LINE) {
+                        const ptrdiff_t ic1 = ic0 + CL_LINE < n_ic ? ic0 + CL_LINE : n_ic;
+                        CL_UNROLL for (p = 0; p < P; p++)
+                            CL_PREFETCH((const void *)(pf + p * pf_pix + ic0 * sizeof(CL_REAL)));
+                        for (ic = ic0; ic < ic1; ic++) CL_DENSE_STEP;
                     }
-                    wp += w_ic;
                 }
             }
         }
@@ -362,6 +380,8 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
              && (g->OC * sizeof(CL_REAL)) % CL_VBYTES == 0
              && (size_t)(dst + n * npix * g->OC + grp * g->OCg + oc0) % CL_VBYTES == 0;
     a.nkw = g->KW;
+    a.pf = NULL;
+    a.pf_pix = g->sw * IC;
     /* src of image n and group grp; pixel offsets are added only for inside taps */
     src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
     w_g = w + grp * g->KD * g->KH * g->KW * ICg * OCgp + oc0;
@@ -417,6 +437,14 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                     }
                 }
             }
+            /* (od, oh, ow) is now the next block's first pixel (1x1, no pads). It may lie
+             * past this image, or past src: only prefetched, so the address is formed
+             * as an integer. */
+            a.pf = g->prefetch_src
+                   ? (const void *)((uintptr_t)a.s
+                                    + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
+                                                + ow * g->sw) * IC) * sizeof(CL_REAL))
+                   : NULL;
             a.d = dst_n + pix * g->OC;
             if (seed)
                 CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P, a.nstore,
@@ -730,6 +758,8 @@ static void CL_CAT2(cl_item, CL_SFX)(const cl_geom *g, const CL_REAL *src, const
                               ? (CL_REAL *)g->wpack + tid * g->wpack_elems : NULL);
 }
 
+#undef CL_DENSE_STEP
+#undef CL_LINE
 #undef CL_SFX
 #undef CL_FN
 #undef CL_V
