@@ -1,6 +1,7 @@
 """A/B of the direct kernel's tiling knobs: the input-channel pass size (cl_pass_bytes,
-cl_pass_min_channels in direct_microkernel.h) and the dst size from which it writes with
-non-temporal stores (cl_stream_min_bytes).
+cl_pass_min_channels in direct_microkernel.h), the dst size from which it writes with
+non-temporal stores (cl_stream_min_bytes) and the src size from which 1x1 convolutions
+prefetch the next pixel block's src (cl_prefetch_min_bytes).
 
 Times direct's kernel alone on prepared weights (what a plan runs; dst 64-byte aligned, as
 convlab allocates a large one) for each setting, in alternating blocks of at least
@@ -9,9 +10,11 @@ its speed-up over the first setting, then the geo-mean.
 
     python bench/direct_tiling.py --suite resnet_50 --settings pass=32768 pass=262144
     python bench/direct_tiling.py --suite resnet_50 --mb 8 --settings stream=0 stream=1
+    python bench/direct_tiling.py --suite resnet_50 --mb 8 --settings prefetch=0 \
+        prefetch=16777216
 
-A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels and stream
-(bytes, 0 for never); a key left out keeps the kernel's default.
+A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels, stream and
+prefetch (bytes, 0 for never); a key left out keeps the kernel's default.
 """
 from __future__ import annotations
 
