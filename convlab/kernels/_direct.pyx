@@ -117,15 +117,19 @@ def _isa_from_environment():
 _isa_from_environment()
 
 
+cdef Py_ssize_t _swap_byte_knob(Py_ssize_t *knob, Py_ssize_t value, str name) except -1:
+    """Set one of the kernel's byte-count knobs (0 or more) and return its previous value."""
+    if value < 0:
+        raise ValueError(f"{name}={value}; expected >= 0")
+    cdef Py_ssize_t previous = knob[0]
+    knob[0] = value
+    return previous
+
+
 def set_weight_copy_limit(Py_ssize_t nbytes):
     """Largest per-thread copy of one pass's weights (see cl_geom.wpack); 0 reads every
     pass in place. Returns the previous limit. Not thread-safe: for tests and experiments."""
-    global cl_wpack_max_bytes
-    cdef Py_ssize_t previous = cl_wpack_max_bytes
-    if nbytes < 0:
-        raise ValueError(f"nbytes={nbytes}; expected >= 0")
-    cl_wpack_max_bytes = nbytes
-    return previous
+    return _swap_byte_knob(&cl_wpack_max_bytes, nbytes, "nbytes")
 
 
 def set_pass_size(Py_ssize_t nbytes, Py_ssize_t min_channels):
@@ -144,23 +148,14 @@ def set_pass_size(Py_ssize_t nbytes, Py_ssize_t min_channels):
 def set_streaming(Py_ssize_t min_bytes):
     """Write dense dst with non-temporal stores when it takes at least ``min_bytes`` (0:
     never). Returns the previous value. Not thread-safe: for tests and experiments."""
-    global cl_stream_min_bytes
-    cdef Py_ssize_t previous = cl_stream_min_bytes
-    if min_bytes < 0:
-        raise ValueError(f"min_bytes={min_bytes}; expected >= 0")
-    cl_stream_min_bytes = min_bytes
-    return previous
+    return _swap_byte_knob(&cl_stream_min_bytes, min_bytes, "min_bytes")
 
 
 def set_prefetch(Py_ssize_t min_bytes):
     """Prefetch the next pixel block's src in 1x1 convolutions whose src takes at least
-    ``min_bytes`` (0: never). Returns the previous value. Not thread-safe."""
-    global cl_prefetch_min_bytes
-    cdef Py_ssize_t previous = cl_prefetch_min_bytes
-    if min_bytes < 0:
-        raise ValueError(f"min_bytes={min_bytes}; expected >= 0")
-    cl_prefetch_min_bytes = min_bytes
-    return previous
+    ``min_bytes`` (0: never). Returns the previous value. Not thread-safe: for tests and
+    experiments."""
+    return _swap_byte_knob(&cl_prefetch_min_bytes, min_bytes, "min_bytes")
 
 
 def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):

@@ -33,6 +33,7 @@ from libc.string cimport memset
 
 import numpy as np
 
+from convlab import buffers
 from convlab.kernels._epilogue cimport Epilogue, cl_epilogue
 from convlab.kernels.omp_shim cimport omp_get_thread_num
 
@@ -185,18 +186,6 @@ cdef enum:
 VECTOR_ELEMENTS = _VECTOR_ELEMENTS
 
 
-def aligned_empty(Py_ssize_t count, dtype):
-    """A 1-D array of ``count`` elements starting on a 64-byte boundary.
-
-    NumPy aligns to 16 bytes; the vector loads and stores here are 64 bytes wide, and each
-    one that straddles two cache lines costs about two (the weight transform ran up to 2x
-    slower on 16-byte-aligned buffers)."""
-    itemsize = np.dtype(dtype).itemsize
-    raw = np.empty(count + 64 // itemsize, dtype=dtype)
-    offset = (-raw.ctypes.data % 64) // itemsize
-    return raw[offset:offset + count]
-
-
 cpdef Py_ssize_t position_stride(Py_ssize_t elements, Py_ssize_t itemsize):
     """The distance between two transform positions' planes, in elements: at least
     ``elements``, and an odd number of 64-byte lines.
@@ -339,7 +328,8 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
         own += plane
     cdef Py_ssize_t common = positions * groups * (v_stride + m_stride) if shared else 0
     dtype = np.float32 if real is float else np.float64
-    work_array = aligned_empty(threads * own + common, dtype)
+    # 64-byte aligned: the vector loads and stores here are whole cache lines
+    work_array = buffers.aligned_empty((threads * own + common,), dtype)
     flags_array = np.zeros(threads, dtype=np.intc)
     cdef real[::1] work = work_array
     cdef int[::1] flags = flags_array
@@ -482,7 +472,7 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
     cdef Py_ssize_t buf_elems = positions * max(channel_chunk, _VECTOR_ELEMENTS)
     cdef Py_ssize_t pos_stride = U.shape[2]
     dtype = np.float32 if real is float else np.float64
-    work_array = aligned_empty(threads * 2 * buf_elems, dtype).reshape(threads, 2 * buf_elems)
+    work_array = buffers.aligned_empty((threads, 2 * buf_elems), dtype)
     cdef real[:, ::1] work = work_array
     cdef Py_ssize_t task, first, last, g, ic_begin, ic_end
     cdef int tid = 0
