@@ -13,6 +13,7 @@ import pytest
 from conftest import assert_matches_reference, problem_of, random_tensors
 
 import convlab
+from convlab import blas
 from convlab.kernels import _im2col
 from convlab.registry import get_algorithm
 from convlab.strategies import im2col
@@ -411,3 +412,55 @@ def test_kernel_rejects_blocks_outside_the_panel():
                              problem.input_shape, problem.output_shape, problem.kernel_shape,
                              problem.strides, problem.dilations, problem.pads_begin, 1, 2, 1,
                              0, 0, 0)
+
+
+@pytest.fixture
+def each_blas(request):
+    """Runs the test with the kernel on the given BLAS, then puts the default back."""
+    choice = request.param
+    if choice == "scipy-openblas32" and blas.load_openblas() is None:
+        pytest.skip("scipy-openblas32 is not installed")
+    yield im2col.use_blas(choice)
+    im2col.use_blas(blas.requested())
+
+
+@pytest.mark.parametrize("each_blas", blas.CHOICES, indirect=True)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", ["2d-padded", "1x1-strided-grouped", "3d-asymmetric"])
+def test_each_blas_library_computes_the_convolution(rng, each_blas, dtype, case):
+    """Either GEMM the kernel may call (scipy-openblas32's or SciPy's) gives the
+    convolution, in every thread mode, and the library's thread count is what is steered."""
+    src, weights, bias, attributes = _tensors(rng, case, dtype)
+    assert im2col.gemm_library["name"] == each_blas["name"]
+    if each_blas["path"] is not None:
+        assert [lib.filepath for lib in im2col._blas_controllers()] == [each_blas["path"]]
+    for mode in ("rows", "cols", "blas"):
+        im2col._forced_mode = mode
+        try:
+            got = _call(src, weights, bias, attributes, threads=2)
+        finally:
+            im2col._forced_mode = None
+        assert_matches_reference(got, src, weights, bias, attributes, "im2col", each_blas["name"])
+
+
+def test_installed_openblas_is_the_default_and_loaded_privately():
+    """With scipy-openblas32 installed, the kernel calls it, and SciPy's own BLAS
+    symbols are not displaced (the library is not in the global namespace)."""
+    if blas.load_openblas() is None:
+        pytest.skip("scipy-openblas32 is not installed")
+    im2col._kernel()
+    assert im2col.gemm_library["name"] == "scipy-openblas32"
+    assert "OpenBLAS" in im2col.gemm_library["version"]
+    import ctypes
+
+    assert not hasattr(ctypes.CDLL(None), blas.SYMBOL_PREFIX + "openblas_get_config")
+
+
+def test_unknown_blas_choice_is_rejected(monkeypatch):
+    monkeypatch.setenv(blas.ENVIRONMENT, "mkl")
+    with pytest.raises(ValueError, match=blas.ENVIRONMENT):
+        blas.requested()
+    with pytest.raises(ValueError, match="expected one of"):
+        im2col.use_blas("mkl")
+    with pytest.raises(ValueError, match="both addresses"):
+        _im2col.use_gemm(1, 0)

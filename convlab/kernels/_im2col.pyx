@@ -11,8 +11,10 @@ j = t*C + c is kernel tap t (row-major over K_1..K_r) and channel c:
 
 BLAS is column-major, and a row-major matrix read column-major is its transpose, so the
 row-major product C = A @ B is the column-major call C^T = B^T A^T with no transposition
-flags: gemm('N', 'N', m=columns of C, n=rows of C, k, B, A, C). The GEMM is SciPy's BLAS
-(``scipy.linalg.cython_blas``), callable without the GIL from inside OpenMP threads.
+flags: gemm('N', 'N', m=columns of C, n=rows of C, k, B, A, C). The GEMM is a Fortran
+sgemm/dgemm called without the GIL from inside OpenMP threads: SciPy's BLAS
+(``scipy.linalg.cython_blas``) until :func:`use_gemm` installs another library's pair
+(convlab.blas picks it).
 
 The Python side (convlab.strategies.im2col) plans the work: which path, which thread
 mode, rows per chunk and columns per reduction block, so that the panel buffers it
@@ -22,7 +24,7 @@ cimport cython
 from cython.parallel cimport parallel, prange
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
-from scipy.linalg.cython_blas cimport dgemm, sgemm
+from scipy.linalg.cython_blas cimport dgemm as scipy_dgemm, sgemm as scipy_sgemm
 
 from convlab.kernels._epilogue cimport (Epilogue, cl_epilogue, cl_epi_apply_f32,
                                          cl_epi_apply_f64, cl_epi_prologue_f32,
@@ -46,6 +48,33 @@ cdef extern from "im2col_unfold.h" nogil:
 ctypedef fused real:
     float
     double
+
+
+# The Fortran BLAS signatures, as scipy.linalg.cython_blas declares them.
+ctypedef void (*sgemm_fn)(char *transa, char *transb, int *m, int *n, int *k, float *alpha,
+                          float *a, int *lda, float *b, int *ldb, float *beta, float *c,
+                          int *ldc) noexcept nogil
+ctypedef void (*dgemm_fn)(char *transa, char *transb, int *m, int *n, int *k, double *alpha,
+                          double *a, int *lda, double *b, int *ldb, double *beta, double *c,
+                          int *ldc) noexcept nogil
+
+cdef sgemm_fn sgemm = scipy_sgemm
+cdef dgemm_fn dgemm = scipy_dgemm
+
+
+def use_gemm(size_t sgemm_address=0, size_t dgemm_address=0):
+    """Call the Fortran ``sgemm_``/``dgemm_`` at these addresses from now on (a BLAS
+    library loaded by the caller, which keeps it loaded); 0, 0 restores SciPy's.
+
+    Not while a convolution runs: the kernels read the pointers without a lock.
+    """
+    global sgemm, dgemm
+    if (sgemm_address == 0) != (dgemm_address == 0):
+        raise ValueError("use_gemm: expected both addresses, or neither (SciPy's BLAS)")
+    if sgemm_address == 0:
+        sgemm, dgemm = scipy_sgemm, scipy_dgemm
+    else:
+        sgemm, dgemm = <sgemm_fn>sgemm_address, <dgemm_fn>dgemm_address
 
 
 cdef enum:

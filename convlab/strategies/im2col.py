@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from convlab import cost_model
+from convlab import blas, cost_model
 from convlab.registry import register_algorithm
 from convlab.threads import available_cores
 
@@ -190,10 +190,12 @@ PATH_NAMES = {PATH_DIRECT: "1x1-direct", PATH_GATHER: "1x1-gather", PATH_UNFOLD:
 MODE_NAMES = {MODE_ROWS: "rows", MODE_COLS: "cols", MODE_BLAS: "blas"}
 
 _kernel_module = None
+gemm_library: dict[str, Any] = {}
+"""The BLAS the kernel multiplies with (:mod:`convlab.blas`): name, version, path."""
 
 
 def _kernel():
-    """The compiled kernel, imported on first use: it loads SciPy's BLAS, which takes a
+    """The compiled kernel, imported on first use: it loads a BLAS, which takes a
     noticeable part of a second, and ``import convlab`` should not pay for that."""
     global _kernel_module
     if _kernel_module is None:
@@ -205,8 +207,23 @@ def _kernel():
         if theirs != ours:
             raise ImportError(f"convlab.kernels._im2col plan codes {theirs} do not match "
                               f"convlab.strategies.im2col's {ours}; rebuild the kernels")
+        gemm_library.update(blas.install(kernel))
         _kernel_module = kernel
     return _kernel_module
+
+
+def use_blas(choice: str) -> dict[str, Any]:
+    """Multiply with ``choice`` ("scipy-openblas32" or "scipy") from now on, for A/B
+    runs and tests; returns what the kernel now calls. Not while a convolution runs."""
+    global _blas_libraries
+    with _switch_lock:
+        gemm_library.clear()
+        gemm_library.update(blas.install(_kernel(), choice))
+        _blas_libraries = None
+    return dict(gemm_library)
+
+
+_switch_lock = threading.Lock()
 
 # Overrides for experiments and tests: force a thread mode ("rows", "cols", "blas"). The
 # planner never picks "blas" (one BLAS-threaded GEMM per chunk after an OpenMP unfold,
@@ -394,9 +411,10 @@ def _blas_controllers():
 
     A ThreadpoolController scans every loaded library (milliseconds); getting or setting
     a count on the controllers it found is one C call each (about a microsecond), so the
-    scan is done once, after the kernel has loaded SciPy's BLAS. ``cython_blas`` takes
-    32-bit ints, so a BLAS with 64-bit-int symbols (NumPy's ``...64_``) is not the one it
-    calls and is left alone; if that rule leaves nothing, every BLAS is controlled.
+    scan is done once, after the kernel has loaded its BLAS. That is the library at
+    ``gemm_library["path"]`` when there is one. SciPy's ``cython_blas`` takes 32-bit ints,
+    so a BLAS with 64-bit-int symbols (NumPy's ``...64_``) is not the one it calls and is
+    left alone; if that rule leaves nothing, every BLAS is controlled.
     """
     global _blas_libraries
     if _blas_libraries is None:
@@ -405,9 +423,12 @@ def _blas_controllers():
 
         found = [lib for lib in ThreadpoolController().lib_controllers
                  if lib.user_api == "blas"]
+        path = gemm_library.get("path")
+        ours = [lib for lib in found
+                if path is not None and os.path.realpath(lib.filepath) == path]
         lp64 = [lib for lib in found
                 if "64" not in str(getattr(lib, "_symbol_suffix", ""))]
-        _blas_libraries = lp64 or found
+        _blas_libraries = ours or lp64 or found
     return _blas_libraries
 
 
