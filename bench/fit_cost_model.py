@@ -14,8 +14,14 @@ a time.
 
 It prints, per suite and thread count, how often the fitted model picks the measured
 fastest algorithm and its regret (time of the pick / fastest time), next to the
-constants in force before the fit. With ``--write`` the constants, and the command,
-machine and date of this run, go to ``convlab/cost_constants.json``.
+constants in force before the fit.
+
+Then it sets the selection margin of each ``--margin-for`` algorithm (see
+``convlab/cost_model.py``): auto picks it only when its estimate is lower than the
+others' by that fraction. Each margin on MARGIN_GRID is tried with the fitted constants,
+and the one with the lowest geo-mean regret over every timing wins (the smallest, on a
+tie). With ``--write`` the constants and margins, and the command, machine and date of
+this run, go to ``convlab/cost_constants.json``.
 """
 from __future__ import annotations
 
@@ -60,6 +66,9 @@ def parse_args(argv=None):
     parser.add_argument("--from-csv", nargs="+",
                         help="refit from stored timings instead of timing; with several files "
                              "(runs), each timing is the median over them")
+    parser.add_argument("--margin-for", default="im2col",
+                        help="comma-separated algorithms to fit a selection margin for "
+                             "('' for none)")
     parser.add_argument("--write", action="store_true",
                         help=f"store the fitted constants in {CONSTANTS_PATH.name}")
     return parser.parse_args(argv)
@@ -173,25 +182,54 @@ def predicted_seconds(constants, name, problem, threads):
     return sum(by_threads[chosen].get(t, 0.0) * v for t, v in terms.items())
 
 
-def evaluate(rows, constants, label):
-    """How the model's picks fare against the measured fastest, per suite and thread count."""
+# Margins tried for each --margin-for algorithm: 0 to 20% in steps of 1%.
+MARGIN_GRID = [step / 100 for step in range(21)]
+
+
+def regrets(rows, constants, margins=None):
+    """{(suite, threads, mb): [time of the model's pick / fastest measured, per layer]}."""
+    margins = margins or {}
     groups = {}
     for r in rows:
         groups.setdefault((r["suite"], r["threads"], r["mb"], r["layer"]), []).append(r)
     summary = {}
     for (suite, threads, mb, _), members in groups.items():
         fastest = min(m["seconds"] for m in members)
-        pick = min(members, key=lambda m: predicted_seconds(constants, m["algorithm"],
-                                                            m["problem"], threads))
+        pick = min(members, key=lambda m: predicted_seconds(
+            constants, m["algorithm"], m["problem"], threads)
+            * (1 + margins.get(m["algorithm"], 0.0)))
         summary.setdefault((suite, threads, mb), []).append(pick["seconds"] / fastest)
+    return summary
+
+
+def fit_margins(rows, constants, names):
+    """Each named algorithm's margin on MARGIN_GRID (one after the other, the earlier ones
+    kept): the lowest geo-mean regret over every timing, the smallest margin on a tie."""
+    margins = {}
+    for name in names:
+        print(f"\nselection margin of {name}: geo-mean regret over all timings (worst)")
+        scores = []
+        for margin in MARGIN_GRID:
+            everything = [x for values in regrets(rows, constants, {**margins, name: margin})
+                          .values() for x in values]
+            scores.append((round(geo_mean(everything), 4), margin))
+            print(f"  {margin:4.0%}: {geo_mean(everything):.4f} ({max(everything):.2f})")
+        margins[name] = min(scores)[1]
+        print(f"  chosen: {margins[name]:.0%}")
+    return margins
+
+
+def evaluate(rows, constants, label, margins=None):
+    """How the model's picks fare against the measured fastest, per suite and thread count."""
+    summary = regrets(rows, constants, margins)
     print(f"\n{label}: regret of the model's pick (time of pick / fastest measured)")
     print(f"  {'suite':14s} {'thr':>3s} {'mb':>3s} {'layers':>6s} {'geo-mean':>8s} "
           f"{'worst':>6s} {'within 5%':>9s}")
     everything = []
-    for (suite, threads, mb), regrets in summary.items():
-        everything += regrets
-        print(f"  {suite:14s} {threads:3d} {mb:3d} {len(regrets):6d} {geo_mean(regrets):8.3f} "
-              f"{max(regrets):6.2f} {sum(r <= 1.05 for r in regrets):5d}/{len(regrets)}")
+    for (suite, threads, mb), values in summary.items():
+        everything += values
+        print(f"  {suite:14s} {threads:3d} {mb:3d} {len(values):6d} {geo_mean(values):8.3f} "
+              f"{max(values):6.2f} {sum(r <= 1.05 for r in values):5d}/{len(values)}")
     print(f"  {'all':14s} {'':3s} {'':3s} {len(everything):6d} {geo_mean(everything):8.3f} "
           f"{max(everything):6.2f} {sum(r <= 1.05 for r in everything):5d}/{len(everything)}")
 
@@ -225,20 +263,27 @@ def main(argv=None):
     for r in rows:
         r["problem"] = problem_of(r)
 
-    before = cost_model.fitted()["constants"]
+    before = cost_model.fitted()
     print("\nfit (per algorithm):")
     constants = fit(rows)
-    evaluate(rows, before, f"constants in force before ({cost_model.source()})")
-    evaluate(rows, constants, "fitted constants (in-sample)")
-    print("\n" + json.dumps(constants, indent=1))
+    evaluate(rows, before["constants"], f"constants in force before ({cost_model.source()})",
+             before.get("selection_margins"))
+    evaluate(rows, constants, "fitted constants (in-sample), no margins")
+    margins = fit_margins(rows, constants, [n for n in args.margin_for.split(",") if n])
+    if margins:
+        evaluate(rows, constants, f"fitted constants and margins {margins} (in-sample)",
+                 margins)
+    print("\n" + json.dumps({"constants": constants, "selection_margins": margins}, indent=1))
     if args.write:
         stored = cost_model.fitted()
         stored["constants"].update(constants)
+        stored["selection_margins"] = margins
         stored["source"] = {
             "command": command, "data": data, "commit": git_commit(),
             "date": datetime.date.today().isoformat(),
             "machine": f"{cpu_model()}, {available_cores()} cores",
-            "method": "NNLS on relative error, per algorithm",
+            "method": "NNLS on relative error, per algorithm; margins on MARGIN_GRID by "
+                      "in-sample regret",
         }
         CONSTANTS_PATH.write_text(json.dumps(stored, indent=1) + "\n")
         print(f"\nwrote {CONSTANTS_PATH}")

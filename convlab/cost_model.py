@@ -8,6 +8,14 @@ op-count model apart from its fitted constants). They are fitted by
 ``bench/fit_cost_model.py``, which times every algorithm on the benchdnn suites and
 solves a non-negative least-squares problem on relative error, and they are stored with
 the command, machine and date of that run in ``cost_constants.json`` next to this file.
+
+The same fit also sets each algorithm's *selection margin*: "auto" compares
+``estimate * (1 + margin)``, so an algorithm with a margin must be estimated cheaper than
+the others by that fraction to be picked. Only im2col has one. Where its estimate came
+out a little below direct's, direct was mostly the faster of the two when measured (46
+of 56 timings with im2col estimated 0-10% cheaper, in the session-7 and -8 runs). The
+fit picks the margin with the lowest in-sample regret: 16% took the geo-mean regret over
+the 385 session-9 timings from 1.031 to 1.016 (bench/results/cost_fit_s9.txt).
 """
 from __future__ import annotations
 
@@ -42,6 +50,12 @@ def constants_for(algorithm: str, threads: int) -> Dict[str, float]:
     return by_threads[str(chosen)]
 
 
+def selection_margin(algorithm: str) -> float:
+    """How much lower than the others' an algorithm's estimate must be for "auto" to pick
+    it, as a fraction (0 unless the fit set one)."""
+    return float(fitted().get("selection_margins", {}).get(algorithm, 0.0))
+
+
 def source() -> str:
     """The run the constants came from, in one line (for ``explain`` and the docs)."""
     info = fitted()["source"]
@@ -72,3 +86,8 @@ def seconds(estimate: Estimate, prepared: bool = False) -> float:
     per_unit = estimate.inputs.get("seconds_per_unit", {})
     return estimate.seconds - sum(terms[name] * per_unit[name] for name in PREPARATION_TERMS
                                   if name in terms)
+
+
+def compared_seconds(algorithm: str, estimate: Estimate, prepared: bool = False) -> float:
+    """What "auto" ranks an algorithm by: its estimate times 1 + its selection margin."""
+    return seconds(estimate, prepared) * (1.0 + selection_margin(algorithm))

@@ -89,12 +89,14 @@ def contenders(rows: List[Candidate]) -> List[Candidate]:
 
 def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] = None,
            precision: str = "default", prepared: bool = False) -> str:
-    """The contender with the lowest estimate. ``prepared=True`` is a plan's choice: its
-    weights are packed or transformed once, so those terms of the estimates do not count."""
+    """The contender with the lowest estimate, each times 1 + its selection margin
+    (:func:`convlab.cost_model.compared_seconds`). ``prepared=True`` is a plan's choice:
+    its weights are packed or transformed once, so those terms of the estimates do not
+    count."""
     if rows is None:
         return _cached_choice(problem, threads, precision, registry.generation(), prepared)
-    return min(contenders(rows),
-               key=lambda row: cost_model.seconds(row.estimate, prepared)).name
+    return min(contenders(rows), key=lambda row: cost_model.compared_seconds(
+        row.name, row.estimate, prepared)).name
 
 
 @functools.lru_cache(maxsize=1024)
@@ -153,6 +155,7 @@ class Explanation:
                 {"name": c.name, "viable": c.viable, "reason": c.reason, "auto": c.auto,
                  "excluded": c.excluded,
                  "estimated_seconds": None if c.estimate is None else c.estimate.seconds,
+                 "selection_margin": cost_model.selection_margin(c.name),
                  "tuned_seconds": tuned_seconds.get(c.name),
                  "inputs": None if c.estimate is None else dict(c.estimate.inputs)}
                 for c in self.candidates
@@ -170,6 +173,9 @@ class Explanation:
                 continue
             seconds = c.estimate.seconds
             shown = "unknown" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"
+            margin = cost_model.selection_margin(c.name)
+            if margin and not math.isinf(seconds):
+                shown += f" (compared as {seconds * (1 + margin) * 1e3:.3f} ms: margin {margin:.0%})"
             if c.name in tuned_seconds:
                 shown += f", tuned {tuned_seconds[c.name] * 1e3:.3f} ms"
             details = {k: v for k, v in c.estimate.inputs.items()
@@ -186,7 +192,8 @@ class Explanation:
                 lines.append(f"  {'':<12} = {breakdown}")
         if any(c.estimate is not None and "terms" in c.estimate.inputs for c in self.candidates):
             lines.append(f"constants fitted by: {cost_model.source()}")
-        lines.append(f"choice: {self.choice} (lowest estimated time among auto contenders)")
+        lines.append(f"choice: {self.choice} (lowest estimated time among auto contenders, "
+                     f"margins included)")
         if self.tuned is not None:
             lines.append(f"tuned choice: {self.tuned['choice']} (fastest when timed)")
         return "\n".join(lines)

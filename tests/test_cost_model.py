@@ -134,3 +134,46 @@ def test_direct_prepares_depthwise_weights_from_the_callers_layout(rng, channels
     np.testing.assert_array_equal(plan(src), got)
     weights[...] = before
     np.testing.assert_array_equal(weights, before)
+
+
+def _with_margins(monkeypatch, margins):
+    stored = dict(cost_model.fitted(), selection_margins=margins)
+    monkeypatch.setattr(cost_model, "fitted", lambda: stored)
+    select._cached_choice.cache_clear()
+
+
+def test_auto_picks_an_algorithm_with_a_margin_only_when_it_wins_by_it(monkeypatch):
+    """auto compares estimate * (1 + margin): an algorithm whose estimate is below the
+    others' by less than its margin loses the pick, by more it keeps it."""
+    problem = convlab.make_problem((1, 14, 14, 256), np.float32, (1, 1, 256, 1024),
+                                   np.float32)
+    rows = select.assess(problem, 2)
+    ranked = sorted((row for row in select.contenders(rows)),
+                    key=lambda row: row.estimate.seconds)
+    assert len(ranked) >= 2
+    best, runner_up = ranked[0], ranked[1]
+    gap = runner_up.estimate.seconds / best.estimate.seconds - 1
+    try:
+        _with_margins(monkeypatch, {best.name: gap * 0.5})
+        assert select.choose(problem, 2, rows) == best.name
+        assert select.choose(problem, 2) == best.name
+        _with_margins(monkeypatch, {best.name: gap * 2 + 0.01})
+        assert select.choose(problem, 2, rows) == runner_up.name
+        assert select.choose(problem, 2) == runner_up.name
+        explanation = select.explain_problem(problem, 2)
+        assert explanation.choice == runner_up.name
+        assert f"margin {gap * 2 + 0.01:.0%}" in str(explanation)
+        listed = {c["name"]: c for c in explanation.to_dict()["candidates"]}
+        assert listed[best.name]["selection_margin"] == pytest.approx(gap * 2 + 0.01)
+    finally:
+        monkeypatch.undo()
+        select._cached_choice.cache_clear()
+
+
+def test_stored_margins_are_fractions_of_known_algorithms():
+    margins = cost_model.fitted().get("selection_margins", {})
+    for name, margin in margins.items():
+        assert name in cost_model.fitted()["constants"], name
+        assert 0 <= margin < 1, (name, margin)
+        assert cost_model.selection_margin(name) == margin
+    assert cost_model.selection_margin("no-such-algorithm") == 0.0

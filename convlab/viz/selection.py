@@ -36,7 +36,9 @@ class CrossoverMap:
         "estimated" (the selector's cost models) or "measured" (timed runs).
     winners : numpy.ndarray of str, shape ``(len(threads), len(channels), len(spatial))``
     seconds : dict of str to numpy.ndarray
-        Per algorithm, seconds at each grid point (``inf`` where it is not a contender).
+        Per algorithm, seconds at each grid point (``inf`` where it is not a contender):
+        for an estimated map the estimates as ``explain`` shows them; auto compares them
+        times 1 + each algorithm's selection margin (:mod:`convlab.cost_model`).
     """
 
     channels: tuple[int, ...]
