@@ -36,6 +36,9 @@ kernel's OpenMP threads each run their own row chunks with single-threaded BLAS 
 (``rows`` mode), or, when there are too few rows to share, all threads unfold one
 panel and then split the GEMM by output channels (``cols`` mode). The BLAS thread count
 is set to 1 for the call through threadpoolctl, and restored afterwards.
+
+BLAS: OpenBLAS from the scipy-openblas32 package when it is installed (a dependency), else
+SciPy's ``cython_blas``; :mod:`convlab.blas` says why, and ``gemm_library`` which one runs.
 """
 from __future__ import annotations
 
@@ -166,12 +169,14 @@ REDUCTION_ROWS = 64
 OC_BLOCK_MIN = 16
 # sgemm/dgemm take 32-bit int sizes and leading dimensions.
 BLAS_INT_MAX = 2**31 - 1
-# OpenBLAS (0.3.30, SkylakeX, as SciPy ships it) runs an sgemm with m*n*k up to 100**3
-# through a kernel that reads the operands in place instead of packing them, and zeroes
-# no C beforehand. Where a chunk of at least SMALL_GEMM_MIN_ROWS rows fits that bound,
-# ROWS mode cuts the rows so that it does. Measured with the kernel alone:
-# _im2col.conv_im2col on the layer's arrays with rows_per_chunk forced, MODE_ROWS,
-# 2 threads, BLAS at 1 thread, median of 7-9 benchmark.time_block(call, 20) blocks:
+# OpenBLAS (0.3.30, SkylakeX, as SciPy ships it; measured before the kernel moved to
+# scipy-openblas32's 0.3.34, with which the session-9 bench runs keep the cut) runs an
+# sgemm with m*n*k up to 100**3 through a kernel that reads the operands in place
+# instead of packing them, and zeroes no C beforehand. Where a chunk of at least
+# SMALL_GEMM_MIN_ROWS rows fits that bound, ROWS mode cuts the rows so that it does.
+# Measured with the kernel alone: _im2col.conv_im2col on the layer's arrays with
+# rows_per_chunk forced, MODE_ROWS, 2 threads, BLAS at 1 thread, median of 7-9
+# benchmark.time_block(call, 20) blocks:
 #   conv1 (K=147, OC=64): 48..104 rows 1.10-1.23 ms, 107 rows 1.96 ms, 2091 rows 1.50 ms;
 #   res2a_branch2a (1x1 64->64, 3136 rows): 128..244 rows 0.099-0.104 ms, 245 rows
 #   0.177 ms, 392 rows 0.167 ms; res2b_branch2a (1x1 256->64): 61 rows 0.567 ms against
