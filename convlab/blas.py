@@ -60,6 +60,11 @@ def load_openblas() -> Optional[Dict[str, object]]:
             handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
             config = getattr(handle, SYMBOL_PREFIX + "openblas_get_config")
             config.restype = ctypes.c_char_p
+            # convlab is the library's only caller, and the kernel calls it from its own
+            # OpenMP threads, one single-threaded GEMM each: at 1 thread between calls, a
+            # call finds it there and sets nothing (each set-and-restore cost ~10 us
+            # through threadpoolctl on every call).
+            getattr(handle, SYMBOL_PREFIX + "openblas_set_num_threads")(1)
             info = {"name": "scipy-openblas32", "version": config().decode(),
                     "path": str(path.resolve()), "handle": handle,
                     "sgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "sgemm_"),

@@ -454,6 +454,17 @@ def test_installed_openblas_is_the_default_and_loaded_privately():
     import ctypes
 
     assert not hasattr(ctypes.CDLL(None), blas.SYMBOL_PREFIX + "openblas_get_config")
+    # convlab is its only caller: it stays at 1 thread between calls, even after a call
+    # that runs it wide (the "blas" thread mode)
+    rng = np.random.default_rng(0)
+    src, weights, bias, attributes = _tensors(rng, "2d-padded")
+    for mode in ("rows", "blas"):
+        im2col._forced_mode = mode
+        try:
+            _call(src, weights, bias, attributes, threads=2)
+        finally:
+            im2col._forced_mode = None
+        assert [lib.get_num_threads() for lib in im2col._blas_controllers()] == [1]
 
 
 def test_unknown_blas_choice_is_rejected(monkeypatch):
