@@ -71,7 +71,7 @@ def main(argv=None) -> int:
                        if os.path.realpath(lib.filepath) == openblas["path"]]
     print(f"{'layer':28s} {'M x K x N':>18s} thr {'scipy':>9s} {'s-openblas32':>12s} "
           f"{'numpy':>9s}  (ms; medians of {args.rounds} blocks)")
-    for layer in select_layers(shapes.load_suite(args.suite, mb=1), args.layers.split(",")):
+    for layer in select_layers(shapes.load_suite(args.suite, mb=1), args.layers):
         problem = layer.problem(mb=1)
         rows = problem.batch * problem.output_size
         depth = problem.kernel_size * problem.in_channels_per_group
