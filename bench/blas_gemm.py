@@ -67,8 +67,6 @@ def main(argv=None) -> int:
     print(f"command: python bench/blas_gemm.py {' '.join(sys.argv[1:])}")
     print(f"machine: {cpu_model()}; {openblas['version']}")
     ours = fortran_sgemm(openblas["sgemm"])
-    ours_controller = [lib for lib in ThreadpoolController().lib_controllers
-                       if os.path.realpath(lib.filepath) == openblas["path"]]
     print(f"{'layer':28s} {'M x K x N':>18s} thr {'scipy':>9s} {'s-openblas32':>12s} "
           f"{'numpy':>9s}  (ms; medians of {args.rounds} blocks)")
     for layer in select_layers(shapes.load_suite(args.suite, mb=1), args.layers):
@@ -87,15 +85,12 @@ def main(argv=None) -> int:
         ours(a, b, c)
         assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-2), "scipy-openblas32 sgemm_ is wrong"
         for threads in (1, 2):
+            # every BLAS, scipy-openblas32 included (loaded before the controller looked)
             with libraries.limit(limits=threads, user_api="blas"):
-                for lib in ours_controller:
-                    lib.set_num_threads(threads)
                 times = {name: [] for name in calls}
                 for _ in range(args.rounds):
                     for name, call in calls.items():
                         times[name].append(statistics.median(time_block(call, 10)))
-                for lib in ours_controller:
-                    lib.set_num_threads(1)
             medians = {name: statistics.median(v) * 1e3 for name, v in times.items()}
             print(f"{layer.short_name:28s} {f'{rows}x{depth}x{cols}':>18s} {threads:3d} "
                   f"{medians['scipy']:9.3f} {medians['scipy-openblas32']:12.3f} "

@@ -186,18 +186,24 @@ def predicted_seconds(constants, name, problem, threads):
 MARGIN_GRID = [step / 100 for step in range(21)]
 
 
-def regrets(rows, constants, margins=None):
-    """{(suite, threads, mb): [time of the model's pick / fastest measured, per layer]}."""
+def estimates(rows, constants):
+    """The model's seconds for each timing in ``rows`` (a cost hook call each)."""
+    return [predicted_seconds(constants, r["algorithm"], r["problem"], r["threads"])
+            for r in rows]
+
+
+def regrets(rows, estimated, margins=None):
+    """{(suite, threads, mb): [time of the model's pick / fastest measured, per layer]},
+    the pick ranking ``estimated`` (one per row) times 1 + each algorithm's margin."""
     margins = margins or {}
     groups = {}
-    for r in rows:
-        groups.setdefault((r["suite"], r["threads"], r["mb"], r["layer"]), []).append(r)
+    for r, seconds in zip(rows, estimated):
+        groups.setdefault((r["suite"], r["threads"], r["mb"], r["layer"]), []).append(
+            (seconds * (1 + margins.get(r["algorithm"], 0.0)), r))
     summary = {}
     for (suite, threads, mb, _), members in groups.items():
-        fastest = min(m["seconds"] for m in members)
-        pick = min(members, key=lambda m: predicted_seconds(
-            constants, m["algorithm"], m["problem"], threads)
-            * (1 + margins.get(m["algorithm"], 0.0)))
+        fastest = min(r["seconds"] for _, r in members)
+        pick = min(members, key=lambda member: member[0])[1]
         summary.setdefault((suite, threads, mb), []).append(pick["seconds"] / fastest)
     return summary
 
@@ -205,12 +211,13 @@ def regrets(rows, constants, margins=None):
 def fit_margins(rows, constants, names):
     """Each named algorithm's margin on MARGIN_GRID (one after the other, the earlier ones
     kept): the lowest geo-mean regret over every timing, the smallest margin on a tie."""
+    estimated = estimates(rows, constants)
     margins = {}
     for name in names:
         print(f"\nselection margin of {name}: geo-mean regret over all timings (worst)")
         scores = []
         for margin in MARGIN_GRID:
-            everything = [x for values in regrets(rows, constants, {**margins, name: margin})
+            everything = [x for values in regrets(rows, estimated, {**margins, name: margin})
                           .values() for x in values]
             scores.append((round(geo_mean(everything), 4), margin))
             print(f"  {margin:4.0%}: {geo_mean(everything):.4f} ({max(everything):.2f})")
@@ -221,7 +228,7 @@ def fit_margins(rows, constants, names):
 
 def evaluate(rows, constants, label, margins=None):
     """How the model's picks fare against the measured fastest, per suite and thread count."""
-    summary = regrets(rows, constants, margins)
+    summary = regrets(rows, estimates(rows, constants), margins)
     print(f"\n{label}: regret of the model's pick (time of pick / fastest measured)")
     print(f"  {'suite':14s} {'thr':>3s} {'mb':>3s} {'layers':>6s} {'geo-mean':>8s} "
           f"{'worst':>6s} {'within 5%':>9s}")

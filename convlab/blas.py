@@ -15,6 +15,7 @@ every caller in the process). Set ``CONVLAB_BLAS=scipy`` to keep SciPy's BLAS.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import os
 from pathlib import Path
@@ -24,9 +25,6 @@ PACKAGE = "scipy_openblas32"
 SYMBOL_PREFIX = "scipy_"
 ENVIRONMENT = "CONVLAB_BLAS"
 CHOICES = ("scipy-openblas32", "scipy")
-
-_loaded: Dict[str, object] = {}
-
 
 def _library_file() -> Optional[Path]:
     """The package's shared library, found without importing the package."""
@@ -50,29 +48,27 @@ def requested() -> str:
     return value
 
 
+@functools.lru_cache(maxsize=1)
 def load_openblas() -> Optional[Dict[str, object]]:
     """``{"name", "version", "path", "sgemm", "dgemm"}`` of scipy-openblas32 (function
     addresses as ints), loaded once and kept loaded; None when it is not installed."""
-    if "openblas" not in _loaded:
-        info = None
-        path = _library_file()
-        if path is not None:
-            handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
-            config = getattr(handle, SYMBOL_PREFIX + "openblas_get_config")
-            config.restype = ctypes.c_char_p
-            # convlab is the library's only caller, and the kernel calls it from its own
-            # OpenMP threads, one single-threaded GEMM each: at 1 thread between calls, a
-            # call finds it there and sets nothing (each set-and-restore cost ~10 us
-            # through threadpoolctl on every call).
-            getattr(handle, SYMBOL_PREFIX + "openblas_set_num_threads")(1)
-            info = {"name": "scipy-openblas32", "version": config().decode(),
-                    "path": str(path.resolve()), "handle": handle,
-                    "sgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "sgemm_"),
-                                         ctypes.c_void_p).value,
-                    "dgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "dgemm_"),
-                                         ctypes.c_void_p).value}
-        _loaded["openblas"] = info
-    return _loaded["openblas"]
+    path = _library_file()
+    if path is None:
+        return None
+    handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    config = getattr(handle, SYMBOL_PREFIX + "openblas_get_config")
+    config.restype = ctypes.c_char_p
+    # convlab is the library's only caller, and the kernel calls it from its own OpenMP
+    # threads, one single-threaded GEMM each: at 1 thread between calls, a call finds it
+    # there and sets nothing (each set-and-restore cost ~10 us through threadpoolctl on
+    # every call).
+    getattr(handle, SYMBOL_PREFIX + "openblas_set_num_threads")(1)
+    return {"name": "scipy-openblas32", "version": config().decode(),
+            "path": str(path.resolve()), "handle": handle,
+            "sgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "sgemm_"),
+                                 ctypes.c_void_p).value,
+            "dgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "dgemm_"),
+                                 ctypes.c_void_p).value}
 
 
 def install(kernel, choice: Optional[str] = None) -> Dict[str, str]:

@@ -175,8 +175,8 @@ class Explanation:
             shown = "unknown" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"
             margin = cost_model.selection_margin(c.name)
             if margin and not math.isinf(seconds):
-                shown += (f" (compared as {seconds * (1 + margin) * 1e3:.3f} ms: "
-                          f"margin {margin:.0%})")
+                compared = cost_model.compared_seconds(c.name, c.estimate)
+                shown += f" (compared as {compared * 1e3:.3f} ms: margin {margin:.0%})"
             if c.name in tuned_seconds:
                 shown += f", tuned {tuned_seconds[c.name] * 1e3:.3f} ms"
             details = {k: v for k, v in c.estimate.inputs.items()

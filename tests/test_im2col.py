@@ -427,7 +427,7 @@ def each_blas(request):
 @pytest.mark.parametrize("each_blas", blas.CHOICES, indirect=True)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", ["2d-padded", "1x1-strided-grouped", "3d-asymmetric"])
-def test_each_blas_library_computes_the_convolution(rng, each_blas, dtype, case):
+def test_each_blas_library_computes_the_convolution(rng, monkeypatch, each_blas, dtype, case):
     """Either GEMM the kernel may call (scipy-openblas32's or SciPy's) gives the
     convolution, in every thread mode, and the library's thread count is what is steered."""
     src, weights, bias, attributes = _tensors(rng, case, dtype)
@@ -435,15 +435,12 @@ def test_each_blas_library_computes_the_convolution(rng, each_blas, dtype, case)
     if each_blas["path"] is not None:
         assert [lib.filepath for lib in im2col._blas_controllers()] == [each_blas["path"]]
     for mode in ("rows", "cols", "blas"):
-        im2col._forced_mode = mode
-        try:
-            got = _call(src, weights, bias, attributes, threads=2)
-        finally:
-            im2col._forced_mode = None
+        monkeypatch.setattr(im2col, "_forced_mode", mode)
+        got = _call(src, weights, bias, attributes, threads=2)
         assert_matches_reference(got, src, weights, bias, attributes, "im2col", each_blas["name"])
 
 
-def test_installed_openblas_is_the_default_and_loaded_privately():
+def test_installed_openblas_is_the_default_and_loaded_privately(monkeypatch):
     """With scipy-openblas32 installed, the kernel calls it, and SciPy's own BLAS
     symbols are not displaced (the library is not in the global namespace)."""
     if blas.load_openblas() is None:
@@ -459,11 +456,8 @@ def test_installed_openblas_is_the_default_and_loaded_privately():
     rng = np.random.default_rng(0)
     src, weights, bias, attributes = _tensors(rng, "2d-padded")
     for mode in ("rows", "blas"):
-        im2col._forced_mode = mode
-        try:
-            _call(src, weights, bias, attributes, threads=2)
-        finally:
-            im2col._forced_mode = None
+        monkeypatch.setattr(im2col, "_forced_mode", mode)
+        _call(src, weights, bias, attributes, threads=2)
         assert [lib.get_num_threads() for lib in im2col._blas_controllers()] == [1]
 
 
