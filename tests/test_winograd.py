@@ -290,27 +290,34 @@ def test_prepared_weights_serve_many_inputs(rng, algorithm):
 
 # --------------------------------------------------------------------------- weights
 
+@pytest.mark.parametrize("threads", [2, 8])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", ["shared_blocks", "shared_groups"])
 @pytest.mark.parametrize("algorithm", VARIANTS)
-def test_fused_first_run_equals_later_runs(rng, monkeypatch, algorithm, case, dtype):
-    """A first run transforms the weights position by position inside the GEMM stage;
-    later runs of the same prepared weights use the stored U. Same arithmetic, same bits."""
-    # these float64 filters are a little over the default limit
+def test_fused_first_run_equals_later_runs(rng, monkeypatch, request, algorithm, case, dtype,
+                                           threads):
+    """A first run transforms the weights a row of positions at a time inside the GEMM
+    stage (8 threads: rows split between threads); later runs of the same prepared weights
+    use the stored U. Same arithmetic, same bits."""
+    # these float64 filters are a little over the default limit; the kernel fuses every
+    # tile size, whichever the strategy lets it
     monkeypatch.setattr(winograd, "FUSED_MAX_FILTER_BYTES", 2 * 2**20)
+    monkeypatch.setattr(winograd, "FUSED_TILE_SIZES", winograd.TILE_SIZES)
+    winograd._blocking.cache_clear()  # blockings count the fused slices
+    request.addfinalizer(winograd._blocking.cache_clear)
     src, weights, bias, attributes = make_case(rng, case, dtype)
     problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                    None if bias is None else bias.shape,
                                    None if bias is None else bias.dtype, **attributes)
     m = TILE[algorithm]
-    assert winograd.fused_weights(m, problem, winograd.blocking(m, problem, 2))
+    assert winograd.fused_weights(m, problem, winograd.blocking(m, problem, threads))
     algo = convlab.registry.get_algorithm(algorithm)
     prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
     canonical_src = params.canonical_src(src, problem)
     results = []
     for _ in range(3):
         dst = np.empty((problem.batch, *problem.output_shape, problem.out_channels), dtype)
-        algo.run(problem, canonical_src, prepared, bias, dst, 2)
+        algo.run(problem, canonical_src, prepared, bias, dst, threads)
         results.append(dst)
         if len(results) == 1:
             assert prepared._transformed is None, "the first run stored U"

@@ -22,7 +22,7 @@ Two ways to share the work among threads (``shared``):
   Shared runs may also compute U's slices on the fly from the filter (``U=None``).
 
 Memory: per thread ``threads * block * P * (ICg + OCg)`` elements, shared
-``block * P * (IC + OC)``, plus two tile buffers (and a U slice if fused) per thread,
+``block * P * (IC + OC)``, plus two tile buffers (and FUSED_SLICES U slices if fused) per thread,
 whatever the problem size; rows are padded to GEMM micro-tiles, channels to panels and
 planes to an odd number of cache lines (see :func:`rows_capacity`,
 :func:`position_stride`), all from one 64-byte-aligned allocation.
@@ -72,11 +72,16 @@ cdef extern from "winograd_kernels.h" nogil:
                            const double *g1, const double *g2, Py_ssize_t ic_begin,
                            Py_ssize_t ic_end, double *U, Py_ssize_t pos_stride,
                            Py_ssize_t nr, double *buf_a, double *buf_b)
-    void wg_weight_position_f(const float *w, Py_ssize_t ICg, Py_ssize_t OCg, const float *g,
-                              Py_ssize_t i, Py_ssize_t j, Py_ssize_t nr, float *out)
-    void wg_weight_position_d(const double *w, Py_ssize_t ICg, Py_ssize_t OCg,
-                              const double *g, Py_ssize_t i, Py_ssize_t j, Py_ssize_t nr,
-                              double *out)
+    void wg_weight_row_f(const float *w, Py_ssize_t ICg, Py_ssize_t OCg, const float *g,
+                         Py_ssize_t i, Py_ssize_t nr, float *t, Py_ssize_t t_stride)
+    void wg_weight_row_d(const double *w, Py_ssize_t ICg, Py_ssize_t OCg, const double *g,
+                         Py_ssize_t i, Py_ssize_t nr, double *t, Py_ssize_t t_stride)
+    void wg_weight_column_f(const float *t, Py_ssize_t t_stride, Py_ssize_t ICg,
+                            Py_ssize_t OCg, const float *g, Py_ssize_t j, Py_ssize_t nr,
+                            float *out)
+    void wg_weight_column_d(const double *t, Py_ssize_t t_stride, Py_ssize_t ICg,
+                            Py_ssize_t OCg, const double *g, Py_ssize_t j, Py_ssize_t nr,
+                            double *out)
     void wg_input_tiles_f(const float *src, const wg_geometry *geo, const float *bt0,
                           const float *bt1, const float *bt2, Py_ssize_t g, Py_ssize_t t_begin,
                           Py_ssize_t t_end, Py_ssize_t row_begin, float *V,
@@ -206,27 +211,41 @@ def ats_positions(at0, at1, at2):
     return at0.shape[1] * at1.shape[1] * at2.shape[1]
 
 
-cdef inline void _weight_position(const real *w, Py_ssize_t icg, Py_ssize_t ocg,
-                                  const real *g, Py_ssize_t i, Py_ssize_t j, Py_ssize_t nr,
-                                  real *out) noexcept nogil:
+cdef inline void _weight_row(const real *w, Py_ssize_t icg, Py_ssize_t ocg, const real *g,
+                             Py_ssize_t i, Py_ssize_t nr, real *t,
+                             Py_ssize_t t_stride) noexcept nogil:
     if real is float:
-        wg_weight_position_f(w, icg, ocg, g, i, j, nr, out)
+        wg_weight_row_f(w, icg, ocg, g, i, nr, t, t_stride)
     else:
-        wg_weight_position_d(w, icg, ocg, g, i, j, nr, out)
+        wg_weight_row_d(w, icg, ocg, g, i, nr, t, t_stride)
+
+
+cdef inline void _weight_column(const real *t, Py_ssize_t t_stride, Py_ssize_t icg,
+                                Py_ssize_t ocg, const real *g, Py_ssize_t j, Py_ssize_t nr,
+                                real *out) noexcept nogil:
+    if real is float:
+        wg_weight_column_f(t, t_stride, icg, ocg, g, j, nr, out)
+    else:
+        wg_weight_column_d(t, t_stride, icg, ocg, g, j, nr, out)
+
+
+# A fused run's U buffers per thread: the three partial sums of a row of positions
+# (wg_weight_row) and the position being multiplied.
+FUSED_SLICES = 4
 
 
 def workspace_elements(positions, block_tiles, icg, ocg, groups, channel_chunk, threads,
                        shared, int level, itemsize=4, fused=False):
     """Elements of the whole workspace: V and M blocks (rows padded to whole micro-tiles,
     M's channels to whole panels, planes to position_stride), two tile buffers per thread
-    and, for fused weights, a U slice per thread."""
+    and, for fused weights, FUSED_SLICES U slices per thread."""
     _, nr = gemm_layout(level, np.float32 if itemsize == 4 else np.float64)
     rows = rows_capacity(block_tiles, level)
     ldm = -(-ocg // nr) * nr
     planes = (position_stride(rows * icg, itemsize) + position_stride(rows * ldm, itemsize))
     buffers = threads * 2 * positions * max(channel_chunk, VECTOR_ELEMENTS)
     if fused:
-        buffers += threads * position_stride(icg * ldm, itemsize)
+        buffers += threads * FUSED_SLICES * position_stride(icg * ldm, itemsize)
     if shared:
         return positions * groups * planes + buffers
     return threads * positions * planes + buffers
@@ -250,7 +269,8 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
 
     Fused weights: with U None, a shared-blocks 2-D run computes each position's slice of
     U just before its GEMM, from ``weights`` (G, 3, 3, ICg, OCg) and ``gmat`` (alpha, 3), in
-    a per-thread buffer that stays in cache, so U never goes through memory. Output
+    per-thread buffers that stay in cache, so U never goes through memory. A thread takes
+    a row of positions at a time and reads the filter once for the whole row. Output
     channels per group must be whole 64-byte vectors.
 
     ``epilogue``: post-ops (without a sum) applied to each output tile once written.
@@ -321,11 +341,12 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     cdef Py_ssize_t v_stride = position_stride(rows_cap * icg, sizeof(real))
     cdef Py_ssize_t m_stride = position_stride(rows_cap * ldm, sizeof(real))
     cdef Py_ssize_t u_stride = plane
-    # per thread: the two tile buffers, then V and M unless shared, or a U slice if fused;
-    # every part starts on a 64-byte boundary (buffers and planes are whole lines)
+    # per thread: the two tile buffers, then V and M unless shared, or FUSED_SLICES U
+    # slices if fused; every part starts on a 64-byte boundary (buffers and planes are
+    # whole lines)
     cdef Py_ssize_t own = 2 * buf_elems + (0 if shared else positions * (v_stride + m_stride))
     if fused:
-        own += plane
+        own += FUSED_SLICES * plane
     cdef Py_ssize_t common = positions * groups * (v_stride + m_stride) if shared else 0
     dtype = np.float32 if real is float else np.float64
     # 64-byte aligned: the vector loads and stores here are whole cache lines
@@ -344,7 +365,12 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     else:
         u_p = &U[0, 0, 0]
     cdef Py_ssize_t w_group = 9 * icg * ocg, a_last = geo.alpha[2]
+    cdef Py_ssize_t a_rows = positions // a_last
+    # enough items for every thread, in whole rows when there are rows for all
+    cdef Py_ssize_t parts = max(1, min(a_last, -(-threads // (groups * a_rows))))
+    cdef Py_ssize_t row, part, col
     cdef real *slice_p = NULL
+    cdef real *partial_p = NULL
     cdef real *dst_p = &dst[0, 0, 0, 0, 0]
     cdef const real *bias_p = NULL
     if bias is not None:
@@ -401,16 +427,24 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
                 g = item % groups
                 _input(src_p, &geo, b0, b1, b2, g, t, t + 1, t_begin,
                        V + g * positions * v_stride, v_stride, mine, mine + buf_elems)
-            for item in prange(groups * positions, schedule="dynamic"):
-                _pad_rows(V + item * v_stride, 1, v_stride, rows, padded, icg)
-                if fused:
-                    slice_p = mine + 2 * buf_elems
-                    pos = item % positions
-                    _weight_position(w_p + (item // positions) * w_group, icg, ocg, g_p,
-                                     pos // a_last, pos % a_last, nr, slice_p)
-                    _gemm(level, V + item * v_stride, slice_p, M + item * m_stride, rows, icg,
-                          panels, ldm)
-                else:
+            if fused:
+                # a row of positions per item (a part of one when threads outnumber rows)
+                for item in prange(groups * a_rows * parts, schedule="dynamic"):
+                    g = item // (a_rows * parts)
+                    row = (item // parts) % a_rows
+                    part = item % parts
+                    partial_p = mine + 2 * buf_elems
+                    slice_p = partial_p + 3 * plane
+                    _weight_row(w_p + g * w_group, icg, ocg, g_p, row, nr, partial_p, plane)
+                    for col in range(part * a_last // parts, (part + 1) * a_last // parts):
+                        pos = (g * a_rows + row) * a_last + col
+                        _pad_rows(V + pos * v_stride, 1, v_stride, rows, padded, icg)
+                        _weight_column(partial_p, plane, icg, ocg, g_p, col, nr, slice_p)
+                        _gemm(level, V + pos * v_stride, slice_p, M + pos * m_stride, rows,
+                              icg, panels, ldm)
+            else:
+                for item in prange(groups * positions, schedule="dynamic"):
+                    _pad_rows(V + item * v_stride, 1, v_stride, rows, padded, icg)
                     _gemm(level, V + item * v_stride, u_p + item * u_stride,
                           M + item * m_stride, rows, icg, panels, ldm)
             for item in prange(rows * groups, schedule="static"):

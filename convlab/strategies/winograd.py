@@ -75,8 +75,14 @@ TRANSFORM_BUFFER_ELEMENTS = 4096
 CHANNEL_ALIGN = 16
 
 # A group's 3x3 filter up to this size is transformed inside the GEMM stage on a first
-# run (see fused_weights): each thread re-reads it once per transform position, from L2.
+# run (see fused_weights): each thread re-reads it once per row of transform positions.
 FUSED_MAX_FILTER_BYTES = 1 * 2**20
+# The tile sizes whose first runs fuse: F(2) only. Fused against unfused one-shot time,
+# over the fusable ResNet-50/GoogLeNet/VGG-19 layers at 2 threads, geo-mean: F(2) 1.11x
+# faster, F(4) 0.97x, F(6) 0.95x (bench/results/fused_weights_s10.txt). F(4) and F(6)
+# have 36 and 64 positions whose slices each go through L2 twice, while the separable
+# transform of the unfused path writes each weight's positions from registers.
+FUSED_TILE_SIZES = (2,)
 
 # Fewer multiply-adds than this per thread and a parallel region costs more than it
 # saves (starting threads; on a busy machine, waiting for a descheduled one).
@@ -402,8 +408,9 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blockin
     spread = max(MIN_BLOCK_TILES, -(-tiles // PARALLEL_CHUNKS))
     block = _even(tiles, min(rows_within(budget - buffers, per_row), preferred, spread, tiles))
     if block < SHARED_MIN_ROWS and icg * ocg * itemsize >= SHARED_MIN_SLICE_BYTES:
-        if _fusable(problem):
-            buffers += (icg * ldm + 32) * itemsize  # a U slice per thread, when fused
+        if _fusable(m, problem):
+            # the U slices a fused run keeps per thread
+            buffers += _winograd.FUSED_SLICES * (icg * ldm + 32) * itemsize
         shared_row = per_row * problem.groups
         block = _even(tiles, min(tiles, rows_within(budget - buffers, shared_row)))
         used = max(1, min(threads, (budget - capacity(block) * shared_row
@@ -467,21 +474,21 @@ def _fill_padding_only_outputs(problem, dst, bias) -> None:
 
 
 def fused_weights(m: int, problem, b: Blocking) -> bool:
-    """Whether a first run computes U position by position inside the GEMM stage.
+    """Whether a first run computes U row of positions by row inside the GEMM stage.
 
     One-shot calls (``convolve``) then never write U to memory and read it back: the
     weight transform of res3a (2.4 MB of U) took 0.17 ms of a 1 ms call that way. It
     pays when each thread's GEMMs reuse the filter from its cache (shared blocks, a
-    filter that fits FUSED_MAX_FILTER_BYTES) and the register path applies (2-D, whole
-    vectors of output channels).
+    filter that fits FUSED_MAX_FILTER_BYTES), the register path applies (2-D, whole
+    vectors of output channels) and the tile is one of FUSED_TILE_SIZES.
     """
-    return b.shared and _fusable(problem)
+    return b.shared and _fusable(m, problem)
 
 
-def _fusable(problem) -> bool:
+def _fusable(m: int, problem) -> bool:
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     itemsize = problem.dtype.itemsize
-    return (problem.rank == 2 and ocg % (64 // itemsize) == 0
+    return (m in FUSED_TILE_SIZES and problem.rank == 2 and ocg % (64 // itemsize) == 0
             and 9 * icg * ocg * itemsize <= FUSED_MAX_FILTER_BYTES)
 
 

@@ -1,0 +1,102 @@
+"""One-shot Winograd with the weight transform fused into the GEMM stage, against the
+transform written to U first, on every benchdnn layer where the fused path applies.
+
+    python bench/fused_weights.py [--suites resnet_50,googlenet_v2,vgg_19] [--threads 2]
+
+A one-shot call (``convolve``) pays the weight transform every time. For shared-blocks
+runs with a small enough filter, ``winograd.fused_weights`` computes each row of U's
+positions just before its GEMMs instead of writing all of U and reading it back. Which
+tile sizes get that is ``winograd.FUSED_TILE_SIZES``; this script times each tile size
+both ways (blocks of calls, the two ways alternating in order round by round) and prints
+the median per layer, so that choice can be checked on a machine.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import convlab  # noqa: E402
+from convlab import shapes  # noqa: E402
+from convlab.benchmark import geo_mean, time_block  # noqa: E402
+from convlab.strategies import winograd  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suites", default="resnet_50,googlenet_v2,vgg_19")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--mb", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=5, help="blocks per way and tile size")
+    parser.add_argument("--repeats", type=int, default=15, help="calls per block")
+    return parser.parse_args(argv)
+
+
+def fusable_layers(suites, mb, threads):
+    """(layer, tile sizes whose run would fuse if allowed) for each layer that has some."""
+    found = []
+    with fusing(winograd.TILE_SIZES):
+        for suite in suites:
+            for layer in shapes.load_suite(suite, mb=mb):
+                problem = layer.problem(mb=mb)
+                if winograd._supports(problem) is not None:
+                    continue
+                tiles = [m for m in winograd.TILE_SIZES if winograd.fused_weights(
+                    m, problem, winograd.blocking(m, problem, threads))]
+                if tiles:
+                    found.append((layer, tiles))
+    return found
+
+
+class fusing:
+    """Within the block, the first runs of these tile sizes fuse the weight transform."""
+
+    def __init__(self, tile_sizes):
+        self.tile_sizes = tuple(tile_sizes)
+
+    def __enter__(self):
+        self.saved = winograd.FUSED_TILE_SIZES
+        winograd.FUSED_TILE_SIZES = self.tile_sizes
+        winograd._blocking.cache_clear()
+
+    def __exit__(self, *exc):
+        winograd.FUSED_TILE_SIZES = self.saved
+        winograd._blocking.cache_clear()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    layers = fusable_layers(args.suites.split(","), args.mb, args.threads)
+    print(f"{args.threads} threads, mb {args.mb}; median ms of {args.rounds} blocks of "
+          f"{args.repeats} one-shot calls per way\n")
+    print(f"{'layer':38s} {'tile':>4s} {'fused':>8s} {'unfused':>8s} {'unfused/fused':>14s}")
+    ratios = {}
+    for layer, tiles in layers:
+        src, weights, _ = layer.arrays(args.mb, seed=0)
+        kwargs = layer.convolve_kwargs()
+        for m in tiles:
+            def call():
+                convlab.convolve(src, weights, algorithm=f"winograd{m}", threads=args.threads,
+                                 **kwargs)
+
+            times = {True: [], False: []}
+            for round_ in range(args.rounds):
+                for fused in (True, False) if round_ % 2 == 0 else (False, True):
+                    with fusing(winograd.TILE_SIZES if fused else ()):
+                        times[fused].append(statistics.median(time_block(call, args.repeats)))
+            fused_ms = statistics.median(times[True]) * 1e3
+            unfused_ms = statistics.median(times[False]) * 1e3
+            ratios.setdefault(m, []).append(unfused_ms / fused_ms)
+            print(f"{layer.name:38s} {m:4d} {fused_ms:8.3f} {unfused_ms:8.3f} "
+                  f"{unfused_ms / fused_ms:13.2f}x", flush=True)
+    print()
+    for m, values in sorted(ratios.items()):
+        print(f"F({m}, 3): unfused time / fused time, geo-mean {geo_mean(values):.2f}x over "
+              f"{len(values)} layers (lowest {min(values):.2f}x, highest {max(values):.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
