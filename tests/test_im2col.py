@@ -6,6 +6,7 @@ default-limit problems never reach.
 """
 from __future__ import annotations
 
+import dataclasses
 import tracemalloc
 
 import numpy as np
@@ -412,6 +413,98 @@ def test_kernel_rejects_blocks_outside_the_panel():
                              problem.input_shape, problem.output_shape, problem.kernel_shape,
                              problem.strides, problem.dilations, problem.pads_begin, 1, 2, 1,
                              0, 0, 0)
+
+
+# (batch, input, kernel, IC, OC, attributes): padding on the first axis, so that some tap
+# slabs skip rows; "wide-pads" has output rows that read nothing but padding.
+SLAB_PROBLEMS = {
+    "2d-padded": (1, (7, 7), (3, 3), 8, 32, {"pads_begin": 1, "pads_end": 1}),
+    "2d-wide-pads-strided-dilated": (
+        1, (9, 8), (3, 2), 6, 32,
+        {"strides": (2, 1), "dilations": (2, 1), "pads_begin": (5, 1), "pads_end": (6, 0)}),
+    "2d-cropped": (1, (8, 6), (3, 3), 4, 32, {"pads_begin": (-1, 1), "pads_end": (2, 1)}),
+    "2d-batch": (3, (6, 5), (3, 3), 4, 32, {"pads_begin": 1, "pads_end": 1}),
+    "1d-dilated": (1, (12,), (5,), 4, 32, {"pads_begin": 2, "pads_end": 3, "dilations": 2}),
+    "3d": (1, (4, 5, 6), (3, 3, 3), 4, 32, {"pads_begin": 1, "pads_end": (2, 1, 0)}),
+}
+
+
+@pytest.fixture
+def slabs_always(monkeypatch, request):
+    """Plans take tap slabs wherever they apply, however little they save."""
+    monkeypatch.setattr(im2col, "TAP_SLAB_MIN_SAVING", 0.0)
+    im2col._plan.cache_clear()  # plans are cached; the constant is not an argument
+    request.addfinalizer(im2col._plan.cache_clear)
+
+
+@pytest.mark.parametrize("sum_post_op", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", list(SLAB_PROBLEMS))
+def test_tap_slabs_skip_padding_rows_and_match_the_reference(rng, monkeypatch, slabs_always,
+                                                             case, dtype, sum_post_op):
+    """COLS mode multiplies slab by slab of the first axis' taps over the rows that read
+    the input: the same convolution, bias and post-ops (a sum seeds dst) included. With a
+    batch, each chunk is one image (the plan's row count is forced to one image's)."""
+    batch, input_shape, kernel, ic, oc, attributes = SLAB_PROBLEMS[case]
+    src, weights, bias = random_tensors(
+        rng, batch=batch, in_channels=ic, out_channels=oc, groups=1, input_shape=input_shape,
+        kernel_shape=kernel, dtype=dtype, data_format="NXC", weights_format="XIO", bias=True)
+    problem = problem_of(src, weights, bias, attributes)
+    monkeypatch.setattr(im2col, "_forced_mode", "cols")
+    if batch > 1:
+        planned = im2col.plan
+        per_image = problem.output_size
+
+        def one_image_per_chunk(problem, threads, *args, **kwargs):
+            p = planned(problem, threads, *args, **kwargs)
+            work = per_image * p.cols_per_block
+            return dataclasses.replace(
+                p, rows=per_image, chunks=problem.batch, work_per_thread=work,
+                work_elements=work, tap_slabs=problem.kernel_shape[0])
+
+        monkeypatch.setattr(im2col, "plan", one_image_per_chunk)
+    assert im2col.padded_row_fraction(problem) > 0
+    ops = [("sum", 0.5), "relu"] if sum_post_op else []
+    before = rng.standard_normal(problem.dst_shape).astype(dtype)
+    oracle = convlab.reference.convolve(src, weights, bias, post_ops=ops,
+                                        dst_before=before if ops else None, **attributes)
+    got = _call(src, weights, bias, attributes, threads=2, post_ops=ops,
+                out=before.copy() if ops else None)
+    assert im2col.last_run["mode"] == "cols"
+    assert im2col.last_run["tap_slabs"] == kernel[0]
+    tolerance = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, oracle, rtol=tolerance,
+                               atol=tolerance * np.abs(oracle).max())
+
+
+def test_tap_slabs_only_where_they_save_enough_work():
+    """The default plan slabs a padded 7x7 layer in COLS mode (9.5% of the GEMM is
+    padding), not a 20x20 one (3.3%), nor a layer without padding."""
+    def planned(size, pads):
+        problem = convlab.make_problem((1, size, size, 64), np.float32, (3, 3, 64, 64),
+                                       np.float32, pads_begin=pads, pads_end=pads)
+        return im2col.padded_row_fraction(problem), im2col.plan(problem, 2)
+
+    saving, p = planned(7, 1)
+    assert saving == pytest.approx(2 / 21) and p.mode == im2col.MODE_COLS
+    assert p.tap_slabs == 3
+    for size, pads in ((20, 1), (9, 0)):
+        saving, p = planned(size, pads)
+        assert p.mode == im2col.MODE_COLS and saving < im2col.TAP_SLAB_MIN_SAVING
+        assert p.tap_slabs == 1
+
+
+def test_kernel_rejects_tap_slabs_outside_cols_mode():
+    problem = convlab.make_problem((1, 5, 5, 2), np.float32, (3, 3, 2, 2), np.float32,
+                                   pads_begin=1, pads_end=1)
+    src = np.zeros(50, np.float32)
+    with pytest.raises(ValueError, match="tap_slabs=3 needs COLS mode"):
+        _im2col.conv_im2col(src, np.zeros(36, np.float32), None, np.empty(50, np.float32),
+                            np.empty(25 * 18, np.float32), problem.input_shape,
+                            problem.output_shape, problem.kernel_shape, problem.strides,
+                            problem.dilations, problem.pads_begin, 1, 2, 2, 1,
+                            im2col.PATH_UNFOLD, im2col.MODE_ROWS, 25, 1, 1, 18, 25 * 18, 1,
+                            None, 3)
 
 
 @pytest.fixture

@@ -333,6 +333,27 @@ cdef inline void gemm(real* c, Py_ssize_t ldc, const real* a, Py_ssize_t lda, co
         dgemm(&no, &no, &m, &n, &k, &d_one, <double*>w, &lw, <double*>a, &la, &d_beta, c, &lc)
 
 
+cdef inline void zero_block(real* c, Py_ssize_t ldc, Py_ssize_t rows,
+                            Py_ssize_t cols) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(rows):
+        memset(c + i * ldc, 0, cols * sizeof(real))
+
+
+cdef inline void slab_rows(const Geom* g, Py_ssize_t slab, Py_ssize_t slabs, Py_ssize_t m0,
+                           Py_ssize_t m1, Py_ssize_t* r0, Py_ssize_t* r1) noexcept nogil:
+    """[r0, r1): the rows of [m0, m1), all in one image, whose taps of kernel row ``slab``
+    on the first spatial axis land inside the input rather than in its padding."""
+    cdef Py_ssize_t inner = g.P // g.out_shape[0], image = m0 // g.P * g.P
+    # output o reads input o * stride + shift' where shift' = slab * dilation - pad
+    cdef Py_ssize_t shift = g.pads[0] - slab * (g.kext[0] // (slabs - 1))
+    cdef Py_ssize_t stride = g.strides[0], last = g.in_shape[0] - 1 + shift
+    cdef Py_ssize_t lo = 0 if shift <= 0 else (shift + stride - 1) // stride
+    cdef Py_ssize_t hi = 0 if last < 0 else min(last // stride + 1, g.out_shape[0])
+    r0[0] = max(m0, image + lo * inner)
+    r1[0] = max(r0[0], min(m1, image + hi * inner))
+
+
 cdef inline void add_bias(real* c, Py_ssize_t ldc, const real* bias, Py_ssize_t rows,
                           Py_ssize_t cols) noexcept nogil:
     cdef Py_ssize_t i, j
@@ -417,7 +438,7 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                 Py_ssize_t in_channels, Py_ssize_t out_channels, Py_ssize_t groups, int path,
                 int mode, Py_ssize_t rows_per_chunk, Py_ssize_t groups_per_task,
                 Py_ssize_t oc_blocks, Py_ssize_t cols_per_block, Py_ssize_t work_per_thread,
-                int threads, Epilogue epilogue=None):
+                int threads, Epilogue epilogue=None, Py_ssize_t tap_slabs=1):
     """dst = im2col(src) @ weights + bias, following a plan made by the caller.
 
     ``work`` holds ``threads * work_per_thread`` elements in ROWS mode (one panel per
@@ -432,6 +453,11 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
 
     ``epilogue``: post-ops applied to each block of dst after its last GEMM; a sum
     among them seeds the block from dst's prior contents before its first GEMM.
+
+    ``tap_slabs`` > 1 (COLS mode, UNFOLD path, one reduction block, chunks within one
+    image; it must equal the kernel's extent on the first spatial axis): the GEMM goes
+    slab by slab of that axis' taps, each over the rows whose taps of the slab read the
+    input, so the rows of zeros the padding puts in the panel are not multiplied.
     """
     cdef Geom g
     cdef Py_ssize_t *mem = make_geom(&g, in_shape, out_shape, kernel, strides, dilations,
@@ -471,6 +497,15 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
         summing = seeds(ep)
     if work.shape[0] > 0:
         wk = &work[0]
+    cdef Py_ssize_t slab, slab_w = 0, r0 = 0, r1 = 0
+    if tap_slabs > 1:
+        if (mode != C_MODE_COLS or path != C_PATH_UNFOLD or cols_per_block != g.W
+                or kernel[0] != tap_slabs or (g.N > 1 and g.P % rows_per_chunk)):
+            free(mem)
+            raise ValueError(f"tap_slabs={tap_slabs} needs COLS mode on the unfold path, one "
+                             f"reduction block, chunks within one image and the first "
+                             f"kernel extent ({kernel[0]})")
+        slab_w = g.W // tap_slabs
     try:
         scratch_mem = malloc((scratch_step * (threads + 1) + SCRATCH_LINE) * sizeof(Py_ssize_t))
         if scratch_mem == NULL:
@@ -532,6 +567,16 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                                 elif path == C_PATH_GATHER:
                                     gemm(cp, g.OC, wk + gi * g.ICg, g.IC, w_blk, g.OCg, rows,
                                          n1 - n0, g.ICg, summing)
+                                elif tap_slabs > 1:
+                                    if not summing:
+                                        zero_block(cp, g.OC, rows, n1 - n0)
+                                    for slab in range(tap_slabs):
+                                        slab_rows(&g, slab, tap_slabs, m0, m1, &r0, &r1)
+                                        if r1 > r0:
+                                            gemm(cp + (r0 - m0) * g.OC, g.OC,
+                                                 wk + (r0 - m0) * ld + slab * slab_w, ld,
+                                                 w_blk + slab * slab_w * g.OCg, g.OCg,
+                                                 r1 - r0, n1 - n0, slab_w, True)
                                 else:
                                     gemm(cp, g.OC, wk, ld, w_blk, g.OCg, rows, n1 - n0, ld,
                                          jb > 0 or summing)

@@ -187,6 +187,15 @@ BLAS_INT_MAX = 2**31 - 1
 #   (medians). Other BLAS libraries just see smaller chunks.
 SMALL_GEMM_MNK = 100**3
 SMALL_GEMM_MIN_ROWS = 64
+# COLS mode multiplies slab by slab of the first axis' kernel taps, leaving out the panel
+# rows a slab would read from the padding, when that saves at least this share of the
+# GEMM. `python bench/ab_constant.py convlab.strategies.im2col TAP_SLAB_MIN_SAVING 2.0 0.0
+# --algorithm im2col --layers ...` on every layer of five suites that slabs would touch
+# (bench/results/tap_slabs_s10.txt), time with slabs / without: 7x7 3x3 layers (9.5%
+# saved) 0.87-0.96, 14x14 (4.8%) 0.94-1.00 but for one 1.12 that a rerun put at 0.97,
+# 1-D and dilated layers saving 9.5-27% 0.59-0.91 but for one 1.13; 28x28 (2.4%) 0.99,
+# 1-D layers saving 0.8-2.9% 1.01-1.39: three GEMM calls cost more than they save there.
+TAP_SLAB_MIN_SAVING = 0.04
 
 # Plan codes shared with the kernel, which is checked against them when it loads.
 PATH_DIRECT, PATH_GATHER, PATH_UNFOLD = 0, 1, 2
@@ -251,6 +260,7 @@ class Plan:
     work_elements: int
     chunks: int
     reduction_blocks: int
+    tap_slabs: int = 1       # COLS mode: GEMMs per slab of the first axis' taps (1: one)
 
     def describe(self, itemsize: int) -> dict[str, Any]:
         # by hand: dataclasses.asdict deep-copies, and this runs on every call
@@ -259,7 +269,7 @@ class Plan:
                 "groups_per_task": self.groups_per_task, "oc_blocks": self.oc_blocks,
                 "cols_per_block": self.cols_per_block, "work_per_thread": self.work_per_thread,
                 "work_elements": self.work_elements, "chunks": self.chunks,
-                "reduction_blocks": self.reduction_blocks,
+                "reduction_blocks": self.reduction_blocks, "tap_slabs": self.tap_slabs,
                 "workspace_bytes": self.work_elements * itemsize}
 
 
@@ -400,10 +410,25 @@ def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode,
         work = per_thread * threads
     else:
         work = per_thread
+    slabs = 1
+    if (mode == MODE_COLS and path == PATH_UNFOLD and cols == width
+            and (problem.batch == 1 or problem.output_size % rows == 0)
+            and 0 < padded_row_fraction(problem) >= TAP_SLAB_MIN_SAVING):
+        slabs = problem.kernel_shape[0]
     return Plan(path=path, mode=mode, threads=max(1, threads), rows=rows,
                 groups_per_task=groups_per_task, oc_blocks=oc_blocks, cols_per_block=cols,
                 work_per_thread=per_thread, work_elements=work, chunks=chunks,
-                reduction_blocks=_ceil_div(width, cols))
+                reduction_blocks=_ceil_div(width, cols), tap_slabs=slabs)
+
+
+def padded_row_fraction(problem) -> float:
+    """The share of the panel's (row, first-axis tap) pairs whose tap reads the padding:
+    the GEMM work that tap slabs (Plan.tap_slabs) leave out."""
+    k0, d0 = problem.kernel_shape[0], problem.dilations[0]
+    s0, p0 = problem.strides[0], problem.pads_begin[0]
+    i0, o0 = problem.input_shape[0], problem.output_shape[0]
+    inside = sum(1 for slab in range(k0) for o in range(o0) if 0 <= o * s0 - p0 + slab * d0 < i0)
+    return 1.0 - inside / (k0 * o0)
 
 
 # --------------------------------------------------------------------------- BLAS threads
@@ -528,12 +553,14 @@ def cost_terms(problem, threads) -> dict:
         unfold_bytes = m_total * problem.in_channels * itemsize
     else:
         unfold_bytes = m_total * width * problem.groups * itemsize
-    calls = p.chunks * problem.groups * p.reduction_blocks * p.oc_blocks
-    # float64 GEMM does half the multiply-adds per vector instruction
+    calls = p.chunks * problem.groups * p.reduction_blocks * p.oc_blocks * p.tap_slabs
     # BLAS packs its B operand (the weights block) on every call: costly when few rows
-    # share it (res5*, short 1-D sequences)
-    packed_bytes = calls * min(width, p.cols_per_block) * ocg * itemsize
-    terms = {"call": 1.0, "gemm_flops": problem.flops * itemsize / 4 / (efficiency * parallel),
+    # share it (res5*, short 1-D sequences); tap slabs pack a slab each
+    packed_bytes = calls * min(width, p.cols_per_block) // p.tap_slabs * ocg * itemsize
+    multiplied = problem.flops * (1.0 - padded_row_fraction(problem) if p.tap_slabs > 1
+                                  else 1.0)
+    # float64 GEMM does half the multiply-adds per vector instruction
+    terms = {"call": 1.0, "gemm_flops": multiplied * itemsize / 4 / (efficiency * parallel),
              "unfold_bytes": unfold_bytes / p.threads, "gemm_calls": calls / p.threads,
              "packed_weight_bytes": packed_bytes / p.threads}
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
@@ -568,7 +595,8 @@ def run_im2col(problem, src, weights, bias, dst, threads, epilogue=None):
             problem.input_shape, problem.output_shape, problem.kernel_shape, problem.strides,
             problem.dilations, problem.pads_begin, problem.batch, problem.in_channels,
             problem.out_channels, problem.groups, p.path, p.mode, p.rows, p.groups_per_task,
-            p.oc_blocks, p.cols_per_block, p.work_per_thread, omp_threads, epilogue)
+            p.oc_blocks, p.cols_per_block, p.work_per_thread, omp_threads, epilogue,
+            p.tap_slabs)
     finally:
         _restore_blas_threads(changed)
     info = p.describe(problem.dtype.itemsize)

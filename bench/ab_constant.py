@@ -1,0 +1,90 @@
+"""A/B of one module constant: an algorithm's one-shot time on benchdnn layers with the
+constant at one value and at another, in alternating blocks.
+
+    python bench/ab_constant.py convlab.strategies.im2col TAP_SLAB_MIN_SAVING 0.0 2.0 \\
+        --algorithm im2col --layers resnet_50:res5a_branch2b,googlenet_v2:inception_5a/3x3
+
+Values are Python literals. The module's cached plans (its ``functools.lru_cache``
+functions) are cleared on every switch, so each block runs with the value it names.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import functools
+import importlib
+import pathlib
+import statistics
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import convlab  # noqa: E402
+from convlab import shapes  # noqa: E402
+from convlab.benchmark import geo_mean, time_block  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("module")
+    parser.add_argument("constant")
+    parser.add_argument("value_a", type=ast.literal_eval)
+    parser.add_argument("value_b", type=ast.literal_eval)
+    parser.add_argument("--algorithm", required=True)
+    parser.add_argument("--layers", required=True, help="suite:layer,suite:layer,...")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--mb", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7, help="blocks per value")
+    parser.add_argument("--repeats", type=int, default=20, help="calls per block")
+    return parser.parse_args(argv)
+
+
+def set_constant(module, name, value):
+    setattr(module, name, value)
+    for item in vars(module).values():
+        if isinstance(item, functools._lru_cache_wrapper):
+            item.cache_clear()
+
+
+def find_layer(spec, mb):
+    suite, name = spec.split(":", 1)
+    # the suite's layer names carry a network prefix, which may differ from the suite's
+    return next(layer for layer in shapes.load_suite(suite, mb=mb)
+                if layer.name == name or layer.name.endswith(":" + name))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    module = importlib.import_module(args.module)
+    saved = getattr(module, args.constant)
+    a, b = args.value_a, args.value_b
+    print(f"{args.module}.{args.constant}: A = {a!r}, B = {b!r}; {args.algorithm}, "
+          f"{args.threads} threads, mb {args.mb}; median ms of {args.rounds} blocks of "
+          f"{args.repeats} calls per value, A and B alternating in order\n")
+    print(f"{'layer':40s} {'A':>8s} {'B':>8s} {'B/A':>6s}")
+    ratios = []
+    try:
+        for spec in args.layers.split(","):
+            layer = find_layer(spec, args.mb)
+            src, weights, _ = layer.arrays(args.mb, seed=0)
+            kwargs = layer.convolve_kwargs()
+
+            def call():
+                convlab.convolve(src, weights, algorithm=args.algorithm,
+                                 threads=args.threads, **kwargs)
+
+            times = {0: [], 1: []}
+            for round_ in range(args.rounds):
+                for which in (0, 1) if round_ % 2 == 0 else (1, 0):
+                    set_constant(module, args.constant, (a, b)[which])
+                    times[which].append(statistics.median(time_block(call, args.repeats)))
+            ms_a, ms_b = (statistics.median(times[w]) * 1e3 for w in (0, 1))
+            ratios.append(ms_b / ms_a)
+            print(f"{layer.name:40s} {ms_a:8.3f} {ms_b:8.3f} {ms_b / ms_a:6.3f}", flush=True)
+    finally:
+        set_constant(module, args.constant, saved)
+    print(f"\nB time / A time: geo-mean {geo_mean(ratios):.3f} over {len(ratios)} layers")
+
+
+if __name__ == "__main__":
+    main()
