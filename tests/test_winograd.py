@@ -125,6 +125,8 @@ CASES = {
     # channel counts of whole vectors (16 float32 lanes) take the register-resident 2-D
     # path, the rest of the channels the generic one; wide layers share blocks (shared)
     "vector_channels": (2, (13, 11), 1, 40, 20, dict(pads_begin=1, pads_end=(0, 2)), True),
+    # enough tiles for per-thread blocks of SHARED_MIN_ROWS rows even with F(2)'s 2x2 tiles
+    "per_thread_blocks": (1, (42, 40), 1, 40, 20, dict(pads_begin=1, pads_end=1), True),
     "vector_groups": (1, (9, 10), 2, 64, 34, dict(pads_begin=(2, 0), pads_end=1), True),
     "shared_blocks": (1, (10, 9), 1, 128, 144, dict(pads_begin=1, pads_end=1), True),
     "shared_groups": (2, (7, 8), 2, 256, 256, dict(pads_begin=(0, 1), pads_end=2), False),
@@ -155,10 +157,14 @@ def test_matches_reference(rng, algorithm, case, dtype):
     assert_matches_reference(got, src, weights, bias, attributes, algorithm)
 
 
-@pytest.mark.parametrize("case, shared", [("vector_channels", False), ("shared_blocks", True),
-                                          ("shared_groups", True)])
+@pytest.mark.parametrize("case, shared", [
+    ("per_thread_blocks", False), ("shared_blocks", True), ("shared_groups", True),
+    # small 2-D images: F(2) shares blocks whatever the slice size, F(4) and F(6) not
+    ("vector_channels", {"winograd2": True, "winograd4": False, "winograd6": False})])
 @pytest.mark.parametrize("algorithm", VARIANTS)
 def test_cases_take_the_intended_work_split(algorithm, case, shared):
+    if isinstance(shared, dict):
+        shared = shared[algorithm]
     batch, shape, groups, ic, oc, attributes, _ = CASES[case]
     problem = convlab.make_problem((batch, *shape, ic), np.float32, (3,) * len(shape)
                                    + (ic // groups, oc), np.float32, groups=groups,

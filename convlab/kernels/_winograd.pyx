@@ -22,9 +22,9 @@ Two ways to share the work among threads (``shared``):
   Shared runs may also compute U's slices on the fly from the filter (``U=None``).
 
 Memory: per thread ``threads * block * P * (ICg + OCg)`` elements, shared
-``block * P * (IC + OC)``, plus two tile buffers (and FUSED_SLICES U slices if fused) per thread,
-whatever the problem size; rows are padded to GEMM micro-tiles, channels to panels and
-planes to an odd number of cache lines (see :func:`rows_capacity`,
+``block * P * (IC + OC)``, plus two tile buffers (and FUSED_SLICES U slices if fused) per
+thread, whatever the problem size; rows are padded to GEMM micro-tiles, channels to panels
+and planes to an odd number of cache lines (see :func:`rows_capacity`,
 :func:`position_stride`), all from one 64-byte-aligned allocation.
 """
 cimport cython

@@ -68,6 +68,14 @@ PARALLEL_CHUNKS = 8
 # Provisional, from timings of the res3a and VGG-19 conv3-conv5 layers.
 SHARED_MIN_ROWS = 48
 SHARED_MIN_SLICE_BYTES = 64 * 2**10
+# 2-D F(2) shares blocks below SHARED_MIN_ROWS whatever the slice size. One-shot time,
+# shared / per-thread blocks, on the nine ResNet-50/GoogLeNet/VGG-19 layers where the
+# slice limit decides: F(2) 0.67-1.01 (geo-mean 0.86; inception_4a/double3x3a 0.31 ->
+# 0.21 ms, now faster than direct), F(4) 0.81-1.18 and F(6) 0.74-1.31, and 3-D and 1-D
+# F(2) 0.98-3.3 (`python bench/ab_constant.py convlab.strategies.winograd
+# SHARED_MIN_SLICE_BYTES 65536 0 --algorithm winogradM ...`,
+# bench/results/shared_blocks_s10.txt).
+SHARED_MIN_SLICE_BYTES_2D_F2 = 0
 
 # One tile's transform buffer holds P * channel_chunk elements; this many keeps the two
 # buffers in L1/L2 while the vector loops stay long.
@@ -407,7 +415,9 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blockin
     preferred = max(MIN_BLOCK_TILES, BLOCK_BYTES_PER_THREAD // per_row)
     spread = max(MIN_BLOCK_TILES, -(-tiles // PARALLEL_CHUNKS))
     block = _even(tiles, min(rows_within(budget - buffers, per_row), preferred, spread, tiles))
-    if block < SHARED_MIN_ROWS and icg * ocg * itemsize >= SHARED_MIN_SLICE_BYTES:
+    min_slice = (SHARED_MIN_SLICE_BYTES_2D_F2 if m == 2 and problem.rank == 2
+                 else SHARED_MIN_SLICE_BYTES)
+    if block < SHARED_MIN_ROWS and icg * ocg * itemsize >= min_slice:
         if _fusable(m, problem):
             # the U slices a fused run keeps per thread
             buffers += _winograd.FUSED_SLICES * (icg * ldm + 32) * itemsize
