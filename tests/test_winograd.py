@@ -316,7 +316,11 @@ def test_fused_first_run_equals_later_runs(rng, monkeypatch, request, algorithm,
                                    None if bias is None else bias.shape,
                                    None if bias is None else bias.dtype, **attributes)
     m = TILE[algorithm]
-    assert winograd.fused_weights(m, problem, winograd.blocking(m, problem, threads))
+    b = winograd.blocking(m, problem, threads)
+    assert winograd.fused_weights(m, problem, b)
+    if (threads, case, m) == (8, "shared_blocks", 2):
+        # 7 threads share F(2)'s 4 rows of positions: each row goes in 2 parts
+        assert _winograd.fused_row_parts(b.threads, problem.groups * (m + 2), m + 2) == 2
     algo = convlab.registry.get_algorithm(algorithm)
     prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
     canonical_src = params.canonical_src(src, problem)

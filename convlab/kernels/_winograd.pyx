@@ -229,6 +229,12 @@ cdef inline void _weight_column(const real *t, Py_ssize_t t_stride, Py_ssize_t i
         wg_weight_column_d(t, t_stride, icg, ocg, g, j, nr, out)
 
 
+cpdef Py_ssize_t fused_row_parts(Py_ssize_t threads, Py_ssize_t rows, Py_ssize_t row_length):
+    """How many parts a fused run splits each of its ``rows`` rows of positions into:
+    enough items for every thread, whole rows when there are rows for all."""
+    return max(1, min(row_length, (threads + rows - 1) // rows))
+
+
 # A fused run's U buffers per thread: the three partial sums of a row of positions
 # (wg_weight_row) and the position being multiplied.
 FUSED_SLICES = 4
@@ -366,8 +372,7 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
         u_p = &U[0, 0, 0]
     cdef Py_ssize_t w_group = 9 * icg * ocg, a_last = geo.alpha[2]
     cdef Py_ssize_t a_rows = positions // a_last
-    # enough items for every thread, in whole rows when there are rows for all
-    cdef Py_ssize_t parts = max(1, min(a_last, -(-threads // (groups * a_rows))))
+    cdef Py_ssize_t parts = fused_row_parts(threads, groups * a_rows, a_last)
     cdef Py_ssize_t row, part, col
     cdef real *slice_p = NULL
     cdef real *partial_p = NULL
