@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib
 import pathlib
@@ -39,11 +40,35 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def set_constant(module, name, value):
+def _set(module, name, value):
     setattr(module, name, value)
     for item in vars(module).values():
         if isinstance(item, functools._lru_cache_wrapper):
             item.cache_clear()
+
+
+@contextlib.contextmanager
+def constant_set_to(module, name, value):
+    """Within the block, ``module.name`` is ``value``; the module's cached plans are
+    cleared on the way in and on the way out, when the old value comes back."""
+    saved = getattr(module, name)
+    _set(module, name, value)
+    try:
+        yield
+    finally:
+        _set(module, name, saved)
+
+
+def alternating_medians(call, settings, rounds, repeats):
+    """Median seconds of ``call`` under each of two settings (functions returning a
+    context manager): ``rounds`` blocks of ``repeats`` calls each, the order of the two
+    alternating round by round; the median over a setting's block medians."""
+    times = ([], [])
+    for round_ in range(rounds):
+        for which in (0, 1) if round_ % 2 == 0 else (1, 0):
+            with settings[which]():
+                times[which].append(statistics.median(time_block(call, repeats)))
+    return tuple(statistics.median(t) for t in times)
 
 
 def find_layer(spec, mb):
@@ -56,33 +81,27 @@ def find_layer(spec, mb):
 def main(argv=None):
     args = parse_args(argv)
     module = importlib.import_module(args.module)
-    saved = getattr(module, args.constant)
     a, b = args.value_a, args.value_b
     print(f"{args.module}.{args.constant}: A = {a!r}, B = {b!r}; {args.algorithm}, "
           f"{args.threads} threads, mb {args.mb}; median ms of {args.rounds} blocks of "
           f"{args.repeats} calls per value, A and B alternating in order\n")
     print(f"{'layer':40s} {'A':>8s} {'B':>8s} {'B/A':>6s}")
     ratios = []
-    try:
-        for spec in args.layers.split(","):
-            layer = find_layer(spec, args.mb)
-            src, weights, _ = layer.arrays(args.mb, seed=0)
-            kwargs = layer.convolve_kwargs()
+    for spec in args.layers.split(","):
+        layer = find_layer(spec, args.mb)
+        src, weights, _ = layer.arrays(args.mb, seed=0)
+        kwargs = layer.convolve_kwargs()
 
-            def call():
-                convlab.convolve(src, weights, algorithm=args.algorithm,
-                                 threads=args.threads, **kwargs)
+        def call():
+            convlab.convolve(src, weights, algorithm=args.algorithm, threads=args.threads,
+                             **kwargs)
 
-            times = {0: [], 1: []}
-            for round_ in range(args.rounds):
-                for which in (0, 1) if round_ % 2 == 0 else (1, 0):
-                    set_constant(module, args.constant, (a, b)[which])
-                    times[which].append(statistics.median(time_block(call, args.repeats)))
-            ms_a, ms_b = (statistics.median(times[w]) * 1e3 for w in (0, 1))
-            ratios.append(ms_b / ms_a)
-            print(f"{layer.name:40s} {ms_a:8.3f} {ms_b:8.3f} {ms_b / ms_a:6.3f}", flush=True)
-    finally:
-        set_constant(module, args.constant, saved)
+        seconds_a, seconds_b = alternating_medians(
+            call, [lambda v=v: constant_set_to(module, args.constant, v) for v in (a, b)],
+            args.rounds, args.repeats)
+        ms_a, ms_b = seconds_a * 1e3, seconds_b * 1e3
+        ratios.append(ms_b / ms_a)
+        print(f"{layer.name:40s} {ms_a:8.3f} {ms_b:8.3f} {ms_b / ms_a:6.3f}", flush=True)
     print(f"\nB time / A time: geo-mean {geo_mean(ratios):.3f} over {len(ratios)} layers")
 
 

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import statistics
 import sys
+
+from ab_constant import alternating_medians, constant_set_to
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
 from convlab import shapes  # noqa: E402
-from convlab.benchmark import geo_mean, time_block  # noqa: E402
+from convlab.benchmark import geo_mean  # noqa: E402
 from convlab.strategies import winograd  # noqa: E402
 
 
@@ -51,20 +52,9 @@ def fusable_layers(suites, mb, threads):
     return found
 
 
-class fusing:
+def fusing(tile_sizes):
     """Within the block, the first runs of these tile sizes fuse the weight transform."""
-
-    def __init__(self, tile_sizes):
-        self.tile_sizes = tuple(tile_sizes)
-
-    def __enter__(self):
-        self.saved = winograd.FUSED_TILE_SIZES
-        winograd.FUSED_TILE_SIZES = self.tile_sizes
-        winograd._blocking.cache_clear()
-
-    def __exit__(self, *exc):
-        winograd.FUSED_TILE_SIZES = self.saved
-        winograd._blocking.cache_clear()
+    return constant_set_to(winograd, "FUSED_TILE_SIZES", tuple(tile_sizes))
 
 
 def main(argv=None):
@@ -82,13 +72,10 @@ def main(argv=None):
                 convlab.convolve(src, weights, algorithm=f"winograd{m}", threads=args.threads,
                                  **kwargs)
 
-            times = {True: [], False: []}
-            for round_ in range(args.rounds):
-                for fused in (True, False) if round_ % 2 == 0 else (False, True):
-                    with fusing(winograd.TILE_SIZES if fused else ()):
-                        times[fused].append(statistics.median(time_block(call, args.repeats)))
-            fused_ms = statistics.median(times[True]) * 1e3
-            unfused_ms = statistics.median(times[False]) * 1e3
+            fused_s, unfused_s = alternating_medians(
+                call, [lambda: fusing(winograd.TILE_SIZES), lambda: fusing(())],
+                args.rounds, args.repeats)
+            fused_ms, unfused_ms = fused_s * 1e3, unfused_s * 1e3
             ratios.setdefault(m, []).append(unfused_ms / fused_ms)
             print(f"{layer.name:38s} {m:4d} {fused_ms:8.3f} {unfused_ms:8.3f} "
                   f"{unfused_ms / fused_ms:13.2f}x", flush=True)

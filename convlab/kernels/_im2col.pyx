@@ -498,15 +498,14 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
     if work.shape[0] > 0:
         wk = &work[0]
     cdef Py_ssize_t slab, slab_w = 0, r0 = 0, r1 = 0
-    if tap_slabs > 1:
-        if (mode != C_MODE_COLS or path != C_PATH_UNFOLD or cols_per_block != g.W
-                or kernel[0] != tap_slabs or (g.N > 1 and g.P % rows_per_chunk)):
-            free(mem)
-            raise ValueError(f"tap_slabs={tap_slabs} needs COLS mode on the unfold path, one "
-                             f"reduction block, chunks within one image and the first "
-                             f"kernel extent ({kernel[0]})")
-        slab_w = g.W // tap_slabs
     try:
+        if tap_slabs > 1:
+            if (mode != C_MODE_COLS or path != C_PATH_UNFOLD or cols_per_block != g.W
+                    or kernel[0] != tap_slabs or (g.N > 1 and g.P % rows_per_chunk)):
+                raise ValueError(f"tap_slabs={tap_slabs} needs COLS mode on the unfold path, "
+                                 f"one reduction block, chunks within one image and the "
+                                 f"first kernel extent ({kernel[0]})")
+            slab_w = g.W // tap_slabs
         scratch_mem = malloc((scratch_step * (threads + 1) + SCRATCH_LINE) * sizeof(Py_ssize_t))
         if scratch_mem == NULL:
             raise MemoryError("im2col: no memory for per-thread scratch")

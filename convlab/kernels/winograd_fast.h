@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) void WG_FA(wg_out2d)(
 
 /* U[(i*A + j) * pos_stride] = (G w G^T)[i][j] for a 3x3 filter, w[k][l] at
  * base + (k*3 + l) * tap_stride. Each entry is WG_W_DOT3's arithmetic, which the fused
- * path (one position at a time) repeats, so both give the same bits. */
+ * path (wg_weight_row, then wg_weight_column) repeats, so both give the same bits. */
 static inline __attribute__((always_inline)) void WG_FA(wg_w2d)(
     const WG_REAL *base, Py_ssize_t tap_stride, const WG_REAL *restrict g, WG_REAL *U,
     Py_ssize_t pos_stride)

@@ -412,9 +412,10 @@ def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode,
         work = per_thread
     slabs = 1
     if (mode == MODE_COLS and path == PATH_UNFOLD and cols == width
-            and (problem.batch == 1 or problem.output_size % rows == 0)
-            and 0 < padded_row_fraction(problem) >= TAP_SLAB_MIN_SAVING):
-        slabs = problem.kernel_shape[0]
+            and (problem.batch == 1 or problem.output_size % rows == 0)):
+        saving = padded_row_fraction(problem)
+        if saving > 0 and saving >= TAP_SLAB_MIN_SAVING:
+            slabs = problem.kernel_shape[0]
     return Plan(path=path, mode=mode, threads=max(1, threads), rows=rows,
                 groups_per_task=groups_per_task, oc_blocks=oc_blocks, cols_per_block=cols,
                 work_per_thread=per_thread, work_elements=work, chunks=chunks,
