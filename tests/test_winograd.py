@@ -125,9 +125,12 @@ CASES = {
     # channel counts of whole vectors (16 float32 lanes) take the register-resident 2-D
     # path, the rest of the channels the generic one; wide layers share blocks (shared)
     "vector_channels": (2, (13, 11), 1, 40, 20, dict(pads_begin=1, pads_end=(0, 2)), True),
-    # enough tiles for per-thread blocks of SHARED_MIN_ROWS rows even with F(2)'s 2x2 tiles
-    "per_thread_blocks": (1, (42, 40), 1, 40, 20, dict(pads_begin=1, pads_end=1), True),
+    # enough tiles for per-thread blocks of SHARED_MIN_ROWS rows even with F(2)'s 2x2 tiles,
+    # and more than SHARED_MAX_TILES_2D even with F(6)'s 6x6 tiles
+    "per_thread_blocks": (2, (70, 68), 1, 40, 20, dict(pads_begin=1, pads_end=1), True),
     "vector_groups": (1, (9, 10), 2, 64, 34, dict(pads_begin=(2, 0), pads_end=1), True),
+    # 17-256 tiles whatever the tile size: shared blocks though U's slices are small
+    "small_image": (1, (28, 26), 1, 24, 32, dict(pads_begin=1, pads_end=1), True),
     "shared_blocks": (1, (10, 9), 1, 128, 144, dict(pads_begin=1, pads_end=1), True),
     "shared_groups": (2, (7, 8), 2, 256, 256, dict(pads_begin=(0, 1), pads_end=2), False),
     "1d": (2, (23,), 1, 5, 4, dict(pads_begin=2, pads_end=0), True),
@@ -159,8 +162,10 @@ def test_matches_reference(rng, algorithm, case, dtype):
 
 @pytest.mark.parametrize("case, shared", [
     ("per_thread_blocks", False), ("shared_blocks", True), ("shared_groups", True),
-    # small 2-D images: F(2) shares blocks whatever the slice size, F(4) and F(6) not
-    ("vector_channels", {"winograd2": True, "winograd4": False, "winograd6": False})])
+    # small 2-D images: F(2) shares blocks whatever the slice size, F(4) and F(6) when
+    # there is more than one per-thread block of tiles (SHARED_MAX_TILES_2D): 24 and 12
+    ("vector_channels", {"winograd2": True, "winograd4": True, "winograd6": False}),
+    ("small_image", True)])
 @pytest.mark.parametrize("algorithm", VARIANTS)
 def test_cases_take_the_intended_work_split(algorithm, case, shared):
     if isinstance(shared, dict):

@@ -76,6 +76,15 @@ SHARED_MIN_SLICE_BYTES = 64 * 2**10
 # SHARED_MIN_SLICE_BYTES 65536 0 --algorithm winogradM ...`,
 # bench/results/shared_blocks_s10.txt).
 SHARED_MIN_SLICE_BYTES_2D_F2 = 0
+# Ungrouped 2-D runs of more than one per-thread block but at most this many tiles (small images:
+# GoogLeNet's 28x28 and ResNet's 56x56 layers at batch 1) share blocks below
+# SHARED_MIN_ROWS whatever the tile and slice size. Per-thread blocks of 13-25 tiles
+# each re-read all of U, 2-4 times per call, and U outgrows L2 there. One-shot time,
+# shared / per-thread, on the five such ResNet-50/GoogLeNet layers: F(4) 0.75-0.97
+# (geo-mean 0.89-0.91 in two runs), F(6) 0.85-0.97; on the 16-tile (one block) 14x14
+# layers 0.74-1.17 and on VGG-19 conv2_1 (784 tiles) 1.04-1.06, which keep per-thread
+# blocks (bench/results/shared_tiles_s11.txt, bench/results/shared_blocks_s10.txt).
+SHARED_MAX_TILES_2D = 256
 
 # One tile's transform buffer holds P * channel_chunk elements; this many keeps the two
 # buffers in L1/L2 while the vector loops stay long.
@@ -384,7 +393,8 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blockin
 
     Per-thread blocks are as large as the cache target allows and small enough to make
     ``PARALLEL_CHUNKS`` blocks when there are tiles for it. When that leaves fewer than
-    ``SHARED_MIN_ROWS`` rows per GEMM while a U slice is large, the threads share blocks
+    ``SHARED_MIN_ROWS`` rows per GEMM while a U slice is large or the image is small
+    (``SHARED_MAX_TILES_2D``), the threads share blocks
     as large as the workspace bound holds instead. Threads that the blocks or the bound
     cannot keep busy are not started. A block's rows are padded to whole GEMM micro-tiles
     and M's channels to whole panels; the bound counts the padding.
@@ -417,7 +427,9 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blockin
     block = _even(tiles, min(rows_within(budget - buffers, per_row), preferred, spread, tiles))
     min_slice = (SHARED_MIN_SLICE_BYTES_2D_F2 if m == 2 and problem.rank == 2
                  else SHARED_MIN_SLICE_BYTES)
-    if block < SHARED_MIN_ROWS and icg * ocg * itemsize >= min_slice:
+    small_image = (problem.rank == 2 and problem.groups == 1
+                   and MIN_BLOCK_TILES < tiles <= SHARED_MAX_TILES_2D)
+    if block < SHARED_MIN_ROWS and (small_image or icg * ocg * itemsize >= min_slice):
         if _fusable(m, problem):
             # the U slices a fused run keeps per thread
             buffers += _winograd.FUSED_SLICES * (icg * ldm + 32) * itemsize
