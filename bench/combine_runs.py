@@ -14,8 +14,13 @@ import argparse
 import csv
 import math
 import statistics
+import pathlib
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from convlab.benchmark import GEMM_BOUND_MIN_FLOPS, gemm_share_summary  # noqa: E402
 
 ALGORITHM_PREFIXES = ("direct", "im2col", "winograd")
 
@@ -27,6 +32,7 @@ def geo_mean(values):
 def load(paths):
     """(layer -> contender -> [median ms per run]), layer order as in the first file."""
     times = defaultdict(lambda: defaultdict(list))
+    gflop = {}
     order = []
     for path in paths:
         with open(path, newline="") as f:
@@ -37,14 +43,15 @@ def load(paths):
                 if layer not in times:
                     order.append(layer)
                 times[layer][row["contender"]].append(float(row["median_ms"]))
-    return order, times
+                gflop[layer] = float(row["gflop"])
+    return order, times, gflop
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("csv", nargs="+")
     args = parser.parse_args(argv)
-    order, times = load(args.csv)
+    order, times, gflop = load(args.csv)
     median = {layer: {c: statistics.median(v) for c, v in times[layer].items()}
               for layer in order}
     runs = max(len(v) for layer in order for v in times[layer].values())
@@ -84,13 +91,12 @@ def main(argv=None) -> int:
             print(f"torch time / {c} time: geo-mean {geo_mean([r for r, _ in ratios[c]]):.2f}x, "
                   f"lowest {low[0]:.2f}x ({low[1]}), below 0.8x on "
                   f"{sum(r < 0.8 for r, _ in ratios[c])} layers")
-    shares = [(median[layer]["matmul"] / median[layer]["im2col"], layer) for layer in order
+    shares = [(median[layer]["matmul"] / median[layer]["im2col"], layer,
+               gflop[layer] * 1e9 >= GEMM_BOUND_MIN_FLOPS) for layer in order
               if "matmul" in median[layer] and "im2col" in median[layer]]
     if shares:
-        low = min(shares)
-        print(f"im2col rate / NumPy matmul rate on the same-sized GEMM: geo-mean "
-              f"{geo_mean([r for r, _ in shares]) * 100:.0f}%, lowest {low[0] * 100:.0f}% "
-              f"({low[1]}), below 70% on {sum(r < 0.7 for r, _ in shares)} layers")
+        print("im2col rate / NumPy matmul rate on the same-sized GEMM: "
+              + gemm_share_summary(shares))
     if regrets:
         worst = max(regrets)
         print(f"auto regret: geo-mean {geo_mean([r for r, _ in regrets]):.3f}, worst "

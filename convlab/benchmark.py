@@ -656,6 +656,14 @@ def _best_family_ratio(contenders, prefix) -> Optional[float]:
     return torch_run.median / min(family)
 
 
+# The [im2col] issue's "GEMM-bound layers", whose im2col rate is held against NumPy's
+# matmul: a GEMM of at least this many flops, 50 us at the ~200 GFLOP/s of the development
+# machine, about three times the 18 us a one-shot convolve spends around its kernel
+# (bench/results/overhead_s10.txt). Below it the call, not the GEMM, sets the pace: on
+# GoogLeNet's loss2/conv (1 MFLOP) the matmul alone takes 10 us.
+GEMM_BOUND_MIN_FLOPS = 10_000_000
+
+
 def im2col_over_matmul(contenders) -> Optional[float]:
     """im2col's rate as a share of NumPy matmul's on the same-sized product."""
     by = {c.label: c for c in contenders}
@@ -688,13 +696,28 @@ def selection_summary(results, names) -> List[str]:
         lines.append(f"best Winograd tile against torch (torch time / best winograd* time): "
                      f"geo-mean {geo_mean([r for r, _ in best]):.2f}x, lowest {lowest:.2f}x "
                      f"({where}), over {len(best)} layers")
-    shares = [(im2col_over_matmul(cs), name) for name, (_, cs) in zip(names, results)]
-    shares = [(share, name) for share, name in shares if share is not None]
+    shares = [(im2col_over_matmul(cs), name, layer.flops() >= GEMM_BOUND_MIN_FLOPS)
+              for name, (layer, cs) in zip(names, results)]
+    shares = [share for share in shares if share[0] is not None]
     if shares:
-        lowest, where = min(shares)
-        lines.append(f"im2col rate / NumPy matmul rate on the same-sized GEMM: geo-mean "
-                     f"{geo_mean([s for s, _ in shares]):.0%}, lowest {lowest:.0%} ({where})")
+        lines.append("im2col rate / NumPy matmul rate on the same-sized GEMM: "
+                     + gemm_share_summary(shares))
     return lines
+
+
+def gemm_share_summary(shares) -> str:
+    """``shares``: (im2col rate / matmul rate, layer, GEMM-bound?) per layer; the geo-mean
+    and lowest over all of them, then over the GEMM-bound ones only."""
+    def over(subset):
+        lowest, where, _ = min(subset)
+        return (f"geo-mean {geo_mean([s for s, _, _ in subset]):.0%}, lowest {lowest:.0%} "
+                f"({where}), below 70% on {sum(s < 0.7 for s, _, _ in subset)}")
+    bound = [share for share in shares if share[2]]
+    text = f"{over(shares)} of {len(shares)} layers"
+    if bound:
+        text += (f"; GEMM-bound layers (at least {GEMM_BOUND_MIN_FLOPS / 1e6:g} MFLOP): "
+                 f"{over(bound)} of {len(bound)}")
+    return text
 
 
 def _ratio(torch_contender: Optional[Contender], contender: Contender) -> Optional[float]:

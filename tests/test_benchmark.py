@@ -35,3 +35,12 @@ def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():
         # two rounds of two rotations each
         assert len(contender.times) == 4, contender.label
         assert contender.ok and contender.error is not None, contender.label
+
+
+def test_gemm_share_summary_judges_gemm_bound_layers_apart():
+    shares = [(0.95, "big", True), (0.72, "medium", True), (0.40, "tiny", False)]
+    text = benchmark.gemm_share_summary(shares)
+    overall, bound = text.split("; ")
+    assert "lowest 40% (tiny), below 70% on 1 of 3 layers" in overall
+    assert "lowest 72% (medium), below 70% on 0 of 2" in bound
+    assert "GEMM-bound" not in benchmark.gemm_share_summary([(0.4, "tiny", False)])
