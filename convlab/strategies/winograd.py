@@ -94,12 +94,16 @@ CHANNEL_ALIGN = 16
 # A group's 3x3 filter up to this size is transformed inside the GEMM stage on a first
 # run (see fused_weights): each thread re-reads it once per row of transform positions.
 FUSED_MAX_FILTER_BYTES = 1 * 2**20
-# The tile sizes whose first runs fuse: F(2) only. Fused against unfused one-shot time,
-# over the fusable ResNet-50/GoogLeNet/VGG-19 layers at 2 threads, geo-mean: F(2) 1.11x
-# faster, F(4) 0.97x, F(6) 0.95x (bench/results/fused_weights_s10.txt). F(4) and F(6)
-# have 36 and 64 positions whose slices each go through L2 twice, while the separable
-# transform of the unfused path writes each weight's positions from registers.
-FUSED_TILE_SIZES = (2,)
+# The tile sizes whose first runs fuse: all. Fused against unfused one-shot time over the
+# fusable ResNet-50/GoogLeNet/VGG-19 layers at 2 threads, geo-mean: F(2) 1.17x faster,
+# F(4) 1.07x, F(6) 1.00x (F(4) and F(6) 0.85-0.95x on the 14x14 layers, 1.0-1.3x on the
+# 28x28 ones). In the development machine's slow spells, when data that one thread writes
+# and the other reads costs 2-4x as much, unfused F(6) took 2.6-2.8x as long as fused on
+# the three fusable 14x14 layers timed: fused runs keep each thread's U slices in its own
+# cache
+# (bench/results/fused_weights_s11.txt; session 10, before the 28x28 layers shared
+# blocks: F(4) 0.97x, F(6) 0.95x, bench/results/fused_weights_s10.txt).
+FUSED_TILE_SIZES = (2, 4, 6)
 
 # Fewer multiply-adds than this per thread and a parallel region costs more than it
 # saves (starting threads; on a busy machine, waiting for a descheduled one).
