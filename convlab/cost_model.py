@@ -15,7 +15,7 @@ the others by that fraction to be picked. Only im2col has one. Where its estimat
 out a little below direct's, direct was mostly the faster of the two when measured (46
 of 56 timings with im2col estimated 0-10% cheaper, in the session-7 and -8 runs). The
 fit picks the margin with the lowest in-sample regret: 9% took the geo-mean regret over
-the 385 session-11 timings from 1.024 to 1.018 (bench/results/cost_fit_s11.txt).
+the 385 session-11 timings from 1.035 to 1.028 (bench/results/cost_fit_s11.txt).
 """
 from __future__ import annotations
 
