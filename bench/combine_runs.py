@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import statistics
 import pathlib
+import statistics
 import sys
 from collections import defaultdict
 

@@ -76,8 +76,8 @@ SHARED_MIN_SLICE_BYTES = 64 * 2**10
 # SHARED_MIN_SLICE_BYTES 65536 0 --algorithm winogradM ...`,
 # bench/results/shared_blocks_s10.txt).
 SHARED_MIN_SLICE_BYTES_2D_F2 = 0
-# Ungrouped 2-D runs of more than one per-thread block but at most this many tiles (small images:
-# GoogLeNet's 28x28 and ResNet's 56x56 layers at batch 1) share blocks below
+# Ungrouped 2-D runs of more than one per-thread block but at most this many tiles
+# (small images: GoogLeNet's 28x28 and ResNet's 56x56 layers at batch 1) share blocks below
 # SHARED_MIN_ROWS whatever the tile and slice size. Per-thread blocks of 13-25 tiles
 # each re-read all of U, 2-4 times per call, and U outgrows L2 there. One-shot time,
 # shared / per-thread, on the five such ResNet-50/GoogLeNet layers: F(4) 0.75-0.97
@@ -100,9 +100,10 @@ FUSED_MAX_FILTER_BYTES = 1 * 2**20
 # 28x28 ones). In the development machine's slow spells, when data that one thread writes
 # and the other reads costs 2-4x as much, unfused F(6) took 2.6-2.8x as long as fused on
 # the three fusable 14x14 layers timed: fused runs keep each thread's U slices in its own
-# cache
-# (bench/results/fused_weights_s11.txt; session 10, before the 28x28 layers shared
-# blocks: F(4) 0.97x, F(6) 0.95x, bench/results/fused_weights_s10.txt).
+# cache (bench/results/fused_weights_s11.txt; session 10, before the 28x28 layers shared
+# blocks: F(4) 0.97x, F(6) 0.95x, bench/results/fused_weights_s10.txt). Filters over
+# FUSED_MAX_FILTER_BYTES stay unfused: fused F(4) took 1.09x as long on ten such layers
+# (bench/results/fused_max_filter_s11.txt).
 FUSED_TILE_SIZES = (2, 4, 6)
 
 # Fewer multiply-adds than this per thread and a parallel region costs more than it
