@@ -33,11 +33,16 @@ def parse_args(argv=None):
     parser.add_argument("value_b", type=ast.literal_eval)
     parser.add_argument("--algorithm", required=True)
     parser.add_argument("--layers", required=True, help="suite:layer,suite:layer,...")
+    add_block_options(parser, rounds=7, repeats=20, per="value")
+    return parser.parse_args(argv)
+
+
+def add_block_options(parser, rounds, repeats, per):
+    """The options of a run in alternating blocks (see :func:`alternating_medians`)."""
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--mb", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=7, help="blocks per value")
-    parser.add_argument("--repeats", type=int, default=20, help="calls per block")
-    return parser.parse_args(argv)
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"blocks per {per}")
+    parser.add_argument("--repeats", type=int, default=repeats, help="calls per block")
 
 
 def _set(module, name, value):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import pathlib
 import statistics
 import sys
@@ -20,13 +19,10 @@ from collections import defaultdict
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from convlab.benchmark import GEMM_BOUND_MIN_FLOPS, gemm_share_summary  # noqa: E402
+from convlab.benchmark import (  # noqa: E402
+    GEMM_BOUND_MIN_FLOPS, gemm_share_summary, geo_mean)
 
 ALGORITHM_PREFIXES = ("direct", "im2col", "winograd")
-
-
-def geo_mean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def load(paths):

@@ -16,7 +16,7 @@ import argparse
 import pathlib
 import sys
 
-from ab_constant import alternating_medians, constant_set_to
+from ab_constant import add_block_options, alternating_medians, constant_set_to
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
@@ -29,10 +29,7 @@ from convlab.strategies import winograd  # noqa: E402
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suites", default="resnet_50,googlenet_v2,vgg_19")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--mb", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=5, help="blocks per way and tile size")
-    parser.add_argument("--repeats", type=int, default=15, help="calls per block")
+    add_block_options(parser, rounds=5, repeats=15, per="way and tile size")
     return parser.parse_args(argv)
 
 
