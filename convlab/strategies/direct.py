@@ -3,7 +3,8 @@
 The kernel is written for three spatial axes; 1-D and 2-D problems are lifted
 to 3-D by adding unit axes (free reshapes, no copies). A pointwise problem
 (every K_i == 1, stride 1, no pads) is passed as one image of N * prod(I) pixels,
-so the kernel's runs of pixels also span batch entries.
+and other 1-D and 2-D batches as one image whose depth slices are the batch entries, so
+the kernel's runs of pixels also span batch entries.
 
 ``prepare_weights`` repacks the canonical (G, K..., IC/G, OC/G) weights for the
 microkernels (see ``convlab/kernels/_direct.pyx``): the channel axis the kernel
@@ -23,6 +24,15 @@ from convlab.kernels import _direct
 from convlab.registry import register_algorithm
 
 KERNEL_RANK = 3
+# 1-D and 2-D batches run as the depth slices of one image, so that a run of pixels (and a
+# register block of them) spans images: the tail block of each small image no longer runs
+# short, and each pass's weights are copied once per run rather than once per image. On
+# the AMD EPYC of session 12, direct at batch 8, 2 threads, time with / without (python
+# bench/ab_constant.py convlab.strategies.direct BATCH_AS_DEPTH False True --algorithm
+# direct --mb 8 ...; bench/results/batch_as_depth_s12.txt): res5a_branch1 0.90,
+# res5a_branch2b 0.93, res4a_branch1 0.97, the other ResNet-50 layers 0.995-1.01. A
+# switch so that the experiment can be repeated.
+BATCH_AS_DEPTH = True
 
 def lift(shape, rank):
     """Insert unit spatial axes after the leading axis so rank becomes KERNEL_RANK."""
@@ -226,6 +236,17 @@ def _kernel_geometry(problem):
         return ((1, 1, 1, pixels, problem.in_channels), (1, 1, 1, pixels, problem.out_channels),
                 (1, 1, 1), (1, 1, 1), (0, 0, 0))
     r = problem.rank
+    if BATCH_AS_DEPTH and r < KERNEL_RANK:
+        # KD == 1 with no depth pads: output slice d reads input slice d only, so the
+        # images can stand as depth slices of one image, and runs of pixels span them.
+        inner = KERNEL_RANK - 1
+        return ((1, problem.batch, *lift_spatial(problem.input_shape, r, 1)[-inner:],
+                 problem.in_channels),
+                (1, problem.batch, *lift_spatial(problem.output_shape, r, 1)[-inner:],
+                 problem.out_channels),
+                (1, *lift_spatial(problem.strides, r, 1)[-inner:]),
+                (1, *lift_spatial(problem.dilations, r, 1)[-inner:]),
+                (0, *lift_spatial(problem.pads_begin, r, 0)[-inner:]))
     return ((problem.batch, *lift_spatial(problem.input_shape, r, 1), problem.in_channels),
             (problem.batch, *lift_spatial(problem.output_shape, r, 1), problem.out_channels),
             lift_spatial(problem.strides, r, 1), lift_spatial(problem.dilations, r, 1),
