@@ -15,7 +15,7 @@ import pytest
 from conftest import assert_matches_reference, to_data_format, to_weights_format
 
 import convlab
-from convlab import params, select
+from convlab import buffers, params, select
 from convlab import winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.strategies import winograd
@@ -403,6 +403,38 @@ def test_weight_transform_kernel_matches_float64(rng, m, rank, groups):
         assert got.shape == (groups, (m + 2) ** rank, 5, 20)
         assert got.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=0, atol=rtol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("rank, groups, ocg", [(2, 1, 32), (2, 3, 16), (2, 2, 20), (3, 2, 16),
+                                               (1, 1, 16)])
+@pytest.mark.parametrize("m", winograd.TILE_SIZES)
+def test_weight_transform_by_position_gives_the_same_bits(rng, monkeypatch, m, rank, groups,
+                                                         ocg):
+    # Each thread computes a contiguous share of the (group, position) planes, which may
+    # start and end inside a row of positions; U must not depend on the split. U starts
+    # as NaN, so that a plane no thread writes shows.
+    made = []
+
+    def nan_buffer(shape, dtype):
+        made.append(buffers.aligned_empty(tuple(shape), dtype))
+        made[-1].fill(np.nan)
+        return made[-1]
+
+    monkeypatch.setattr(winograd, "_transformed_buffer", nan_buffer)
+    weights = rng.standard_normal((3,) * rank + (7, ocg * groups)).astype(np.float32)
+    problem = convlab.make_problem((1,) + (6,) * rank + (7 * groups,), np.float32,
+                                   weights.shape, np.float32, groups=groups)
+    canonical = params.canonical_weights(weights, problem)
+    transform = wt.TRANSFORMS[m]
+    _, nr = _winograd.gemm_layout(winograd._gemm_level, np.float32)
+    packed = -(-ocg // nr) * 7 * nr  # each plane's data; what follows it is padding
+    by_channel = winograd.transform_weights(transform, problem, canonical, 1)[..., :packed]
+    by_channel = by_channel.copy()
+    for threads in (1, 2, 3, 5, 7):
+        by_position = winograd.transform_weights(transform, problem, canonical, threads,
+                                                 by_position=True)[..., :packed]
+        assert np.shares_memory(by_position, made[-1])
+        np.testing.assert_array_equal(by_position, by_channel, err_msg=f"threads={threads}")
 
 
 # --------------------------------------------------------------------------- blocking

@@ -35,7 +35,7 @@ import numpy as np
 
 from convlab import buffers
 from convlab.kernels._epilogue cimport Epilogue, cl_epilogue
-from convlab.kernels.omp_shim cimport omp_get_thread_num
+from convlab.kernels.omp_shim cimport omp_get_num_threads, omp_get_thread_num
 
 
 cdef extern from "winograd_kernels.h" nogil:
@@ -67,11 +67,12 @@ cdef extern from "winograd_kernels.h" nogil:
     void wg_weight_tiles_f(const float *w, const wg_geometry *geo, const float *g0,
                            const float *g1, const float *g2, Py_ssize_t ic_begin,
                            Py_ssize_t ic_end, float *U, Py_ssize_t pos_stride, Py_ssize_t nr,
-                           float *buf_a, float *buf_b)
+                           float *buf_a, float *buf_b, Py_ssize_t p_lo, Py_ssize_t p_hi)
     void wg_weight_tiles_d(const double *w, const wg_geometry *geo, const double *g0,
                            const double *g1, const double *g2, Py_ssize_t ic_begin,
                            Py_ssize_t ic_end, double *U, Py_ssize_t pos_stride,
-                           Py_ssize_t nr, double *buf_a, double *buf_b)
+                           Py_ssize_t nr, double *buf_a, double *buf_b, Py_ssize_t p_lo,
+                           Py_ssize_t p_hi)
     void wg_weight_row_f(const float *w, Py_ssize_t ICg, Py_ssize_t OCg, const float *g,
                          Py_ssize_t i, Py_ssize_t nr, float *t, Py_ssize_t t_stride)
     void wg_weight_row_d(const double *w, Py_ssize_t ICg, Py_ssize_t OCg, const double *g,
@@ -448,7 +449,9 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
                         _gemm(level, V + pos * v_stride, slice_p, M + pos * m_stride, rows,
                               icg, panels, ldm)
             else:
-                for item in prange(groups * positions, schedule="dynamic"):
+                # static, as transform_weights(by_position=True) splits the positions: a
+                # thread then multiplies the U planes it wrote itself (see there)
+                for item in prange(groups * positions, schedule="static"):
                     _pad_rows(V + item * v_stride, 1, v_stride, rows, padded, icg)
                     _gemm(level, V + item * v_stride, u_p + item * u_stride,
                           M + item * m_stride, rows, icg, panels, ldm)
@@ -463,10 +466,38 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
+cdef inline void _weight_tiles(const real *w, const wg_geometry *geo, const real *g0,
+                               const real *g1, const real *g2, Py_ssize_t ic_begin,
+                               Py_ssize_t ic_end, real *U, Py_ssize_t pos_stride,
+                               Py_ssize_t nr, real *buf_a, real *buf_b, Py_ssize_t p_lo,
+                               Py_ssize_t p_hi) noexcept nogil:
+    if real is float:
+        wg_weight_tiles_f(w, geo, g0, g1, g2, ic_begin, ic_end, U, pos_stride, nr, buf_a,
+                          buf_b, p_lo, p_hi)
+    else:
+        wg_weight_tiles_d(w, geo, g0, g1, g2, ic_begin, ic_end, U, pos_stride, nr, buf_a,
+                          buf_b, p_lo, p_hi)
+
+
+cdef inline Py_ssize_t _static_begin(Py_ssize_t items, Py_ssize_t tid,
+                                     Py_ssize_t nthreads) noexcept nogil:
+    """The first item that libgomp's schedule(static) gives thread tid of nthreads; thread
+    tid's items end where thread tid + 1's begin."""
+    cdef Py_ssize_t q = items // nthreads, r = items % nthreads
+    return tid * q + (tid if tid < r else r)
+
+
 def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1] g0,
                       const real[:, ::1] g1, const real[:, ::1] g2, real[:, :, ::1] U,
-                      Py_ssize_t nr, Py_ssize_t channel_chunk, int threads):
-    """U = (G w G^T) per axis, packed for the GEMM; OpenMP over (group, input channel).
+                      Py_ssize_t nr, Py_ssize_t channel_chunk, int threads,
+                      bint by_position=False):
+    """U = (G w G^T) per axis, packed for the GEMM; OpenMP over (group, input channel), or
+    with ``by_position`` over (group, position) as a shared run's GEMMs take them.
+
+    By position, each of ``threads`` threads writes the U planes that it multiplies in
+    the shared run that follows with as many threads (conv_winograd), so no plane passes
+    from one core's cache to another's: where that exchange is slow (the slow spells of
+    session 11 on this VM), the weight transform was what slowed most.
 
     weights (G, K0, K1, K2, ICg, OCg) canonical and lifted; ``g*`` are (alpha, K) per
     axis; U (G, P, plane), plane = position_stride(panels * ICg * nr): (pos, ic, oc) at
@@ -502,10 +533,10 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
         # the padding columns of the last panel: zero, so the GEMM's extra outputs are too
         tail = np.asarray(U)[:, :, (panels - 1) * icg * nr:panels * icg * nr]
         tail.reshape(groups, positions, icg, nr)[..., ocg % nr:] = 0
-    cdef Py_ssize_t items = groups * icg
-    # enough rows per task to amortise scheduling, enough tasks to share out
+    cdef Py_ssize_t items = groups * (positions if by_position else icg)
+    # by input channel: enough rows per task to amortise scheduling, enough tasks to share
     cdef Py_ssize_t per_task = max(1, min(64, items // (4 * threads)))
-    cdef Py_ssize_t tasks = (items + per_task - 1) // per_task
+    cdef Py_ssize_t tasks = items if by_position else (items + per_task - 1) // per_task
     if tasks < threads:
         threads = <int>tasks
     cdef Py_ssize_t buf_elems = positions * max(channel_chunk, _VECTOR_ELEMENTS)
@@ -513,8 +544,23 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
     dtype = np.float32 if real is float else np.float64
     work_array = buffers.aligned_empty((threads, 2 * buf_elems), dtype)
     cdef real[:, ::1] work = work_array
-    cdef Py_ssize_t task, first, last, g, ic_begin, ic_end
+    cdef Py_ssize_t task, first, last, g, ic_begin, ic_end, p_lo, p_hi
     cdef int tid = 0
+    if by_position:
+        with nogil, parallel(num_threads=threads):
+            tid = omp_get_thread_num()
+            # assigned, not written through pointers: Cython then makes them private
+            first = _static_begin(items, tid, omp_get_num_threads())
+            last = _static_begin(items, tid + 1, omp_get_num_threads())
+            while first < last:
+                g = first // positions
+                p_lo = first - g * positions
+                p_hi = positions if last - g * positions > positions else last - g * positions
+                _weight_tiles(&weights[g, 0, 0, 0, 0, 0], &geo, &g0[0, 0], &g1[0, 0],
+                              &g2[0, 0], 0, icg, &U[g, 0, 0], pos_stride, nr,
+                              &work[tid, 0], &work[tid, buf_elems], p_lo, p_hi)
+                first = g * positions + p_hi
+        return
     with nogil, parallel(num_threads=threads):
         tid = omp_get_thread_num()
         for task in prange(tasks, schedule="dynamic"):
@@ -526,12 +572,7 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
                 g = first // icg
                 ic_begin = first - g * icg
                 ic_end = icg if last - g * icg > icg else last - g * icg
-                if real is float:
-                    wg_weight_tiles_f(&weights[g, 0, 0, 0, 0, 0], &geo, &g0[0, 0], &g1[0, 0],
-                                      &g2[0, 0], ic_begin, ic_end, &U[g, 0, 0],
-                                      pos_stride, nr, &work[tid, 0], &work[tid, buf_elems])
-                else:
-                    wg_weight_tiles_d(&weights[g, 0, 0, 0, 0, 0], &geo, &g0[0, 0], &g1[0, 0],
-                                      &g2[0, 0], ic_begin, ic_end, &U[g, 0, 0],
-                                      pos_stride, nr, &work[tid, 0], &work[tid, buf_elems])
+                _weight_tiles(&weights[g, 0, 0, 0, 0, 0], &geo, &g0[0, 0], &g1[0, 0],
+                              &g2[0, 0], ic_begin, ic_end, &U[g, 0, 0], pos_stride, nr,
+                              &work[tid, 0], &work[tid, buf_elems], 0, positions)
                 first = g * icg + ic_end

@@ -108,4 +108,36 @@ static inline __attribute__((always_inline)) void WG_FA(wg_w2d)(
     }
 }
 
+/* wg_w2d for positions [p_lo, p_hi) of the A x A tile only (flattened i * A + j), with
+ * the same arithmetic, so U comes out bit for bit the same whichever thread computes
+ * which positions. */
+static inline __attribute__((always_inline)) void WG_FA(wg_w2d_span)(
+    const WG_REAL *base, Py_ssize_t tap_stride, const WG_REAL *restrict g, WG_REAL *U,
+    Py_ssize_t pos_stride, Py_ssize_t p_lo, Py_ssize_t p_hi)
+{
+    const Py_ssize_t i_lo = p_lo / WG_A, i_hi = (p_hi - 1) / WG_A + 1;
+    WG_VEC w[9];
+#pragma GCC unroll 9
+    for (int k = 0; k < 9; k++)
+        w[k] = *(const WG_VEC *)(base + k * tap_stride);
+    for (Py_ssize_t i = i_lo; i < i_hi; i++) {
+        const Py_ssize_t j_lo = i == i_lo ? p_lo - i * WG_A : 0;
+        const Py_ssize_t j_hi = i == i_hi - 1 ? p_hi - i * WG_A : WG_A;
+        WG_VEC t[3];
+#pragma GCC unroll 3
+        for (int l = 0; l < 3; l++)
+            t[l] = WG_W_DOT3(g + i * 3, w[l], w[3 + l], w[6 + l]);
+        if (j_lo == 0 && j_hi == WG_A) {
+#pragma GCC unroll 8
+            for (int j = 0; j < WG_A; j++)
+                *(WG_VEC *)(U + (i * WG_A + j) * pos_stride) =
+                    WG_W_DOT3(g + j * 3, t[0], t[1], t[2]);
+        } else {
+            for (Py_ssize_t j = j_lo; j < j_hi; j++)
+                *(WG_VEC *)(U + (i * WG_A + j) * pos_stride) =
+                    WG_W_DOT3(g + j * 3, t[0], t[1], t[2]);
+        }
+    }
+}
+
 #undef WG_FA

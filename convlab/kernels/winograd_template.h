@@ -446,12 +446,14 @@ WG_TARGETS int WG_FN(wg_output_tiles)(
 /* G w G^T (per axis) for input channels [ic_begin, ic_end) of one group: w holds that
  * group's canonical weights (K0, K1, K2, ICg, OCg); writes U packed for the GEMM, in
  * panels of nr output channels: (pos, oc) goes to
- * U[pos * pos_stride + (oc / nr) * ICg * nr + ic * nr + oc % nr]. The filter is read once
- * and every position comes out of the separable passes, cheaper than 9 (27) taps each. */
+ * U[pos * pos_stride + (oc / nr) * ICg * nr + ic * nr + oc % nr], for the positions
+ * [p_lo, p_hi) only. The filter is read once and every position comes out of the
+ * separable passes, cheaper than 9 (27) taps each. */
 WG_TARGETS void WG_FN(wg_weight_tiles)(
     const WG_REAL *w, const wg_geometry *geo, const WG_REAL *g0, const WG_REAL *g1,
     const WG_REAL *g2, Py_ssize_t ic_begin, Py_ssize_t ic_end, WG_REAL *U,
-    Py_ssize_t pos_stride, Py_ssize_t nr, WG_REAL *buf_a, WG_REAL *buf_b)
+    Py_ssize_t pos_stride, Py_ssize_t nr, WG_REAL *buf_a, WG_REAL *buf_b,
+    Py_ssize_t p_lo, Py_ssize_t p_hi)
 {
     const Py_ssize_t a0 = geo->alpha[0], a1 = geo->alpha[1], a2 = geo->alpha[2];
     const Py_ssize_t k0 = geo->kernel[0], k1 = geo->kernel[1], k2 = geo->kernel[2];
@@ -466,6 +468,7 @@ WG_TARGETS void WG_FN(wg_weight_tiles)(
                      && (a2 == 4 || a2 == 6 || a2 == 8) && nr % WG_VL == 0
                      && memcmp(g1, g2, (size_t)(a2 * 3) * sizeof(WG_REAL)) == 0;
     const Py_ssize_t fast_channels = fast ? OCg / WG_VL * WG_VL : 0;
+    const int whole = p_lo == 0 && p_hi == positions;
     /* panel by panel, input channel by input channel: each position's output then grows
      * as one sequential stream per panel (input channels first would scatter every
      * channel's writes over positions x panels pages) */
@@ -475,10 +478,24 @@ WG_TARGETS void WG_FN(wg_weight_tiles)(
             for (Py_ssize_t c = p0; c < p1; c += WG_VL) {
                 const WG_REAL *base = w + ic * OCg + c;
                 WG_REAL *out = U + (c / nr) * ICg * nr + ic * nr + c % nr;
-                switch (a2) {
-                case 4: WG_CAT(WG_FN(wg_w2d), 4)(base, tap_stride, g2, out, pos_stride); break;
-                case 6: WG_CAT(WG_FN(wg_w2d), 6)(base, tap_stride, g2, out, pos_stride); break;
-                default: WG_CAT(WG_FN(wg_w2d), 8)(base, tap_stride, g2, out, pos_stride); break;
+                if (whole) {
+                    switch (a2) {
+                    case 4: WG_CAT(WG_FN(wg_w2d), 4)(base, tap_stride, g2, out, pos_stride);
+                            break;
+                    case 6: WG_CAT(WG_FN(wg_w2d), 6)(base, tap_stride, g2, out, pos_stride);
+                            break;
+                    default: WG_CAT(WG_FN(wg_w2d), 8)(base, tap_stride, g2, out, pos_stride);
+                             break;
+                    }
+                } else {
+                    switch (a2) {
+                    case 4: WG_CAT(WG_FN(wg_w2d_span), 4)(base, tap_stride, g2, out,
+                                                          pos_stride, p_lo, p_hi); break;
+                    case 6: WG_CAT(WG_FN(wg_w2d_span), 6)(base, tap_stride, g2, out,
+                                                          pos_stride, p_lo, p_hi); break;
+                    default: WG_CAT(WG_FN(wg_w2d_span), 8)(base, tap_stride, g2, out,
+                                                           pos_stride, p_lo, p_hi); break;
+                    }
                 }
             }
         }
@@ -501,7 +518,7 @@ WG_TARGETS void WG_FN(wg_weight_tiles)(
                 swap = cur; cur = other; other = swap;
             }
             WG_FN(wg_pass)(cur, cc, other, cc, g2, a2, k2, a0 * a1, cc);
-            for (Py_ssize_t pos = 0; pos < positions; pos++)
+            for (Py_ssize_t pos = p_lo; pos < p_hi; pos++)
                 for (Py_ssize_t v = 0; v < cc; v++) {
                     const Py_ssize_t oc = c0 + v;
                     U[pos * pos_stride + (oc / nr) * ICg * nr + ic * nr + oc % nr] =

@@ -105,6 +105,15 @@ FUSED_MAX_FILTER_BYTES = 1 * 2**20
 # FUSED_MAX_FILTER_BYTES stay unfused: fused F(4) took 1.09x as long on ten such layers
 # (bench/results/fused_max_filter_s11.txt).
 FUSED_TILE_SIZES = (2, 4, 6)
+# A shared run's unfused weight transform splits positions as its GEMMs do (each thread
+# writes the U planes it multiplies) rather than input channels (_splits_by_position).
+# One-shot time, by position / by channel, 2 threads, geo-mean over res4a_branch2b, VGG-19
+# conv5_1, GoogLeNet-v2 inception_4d/double3x3b and 4e/double3x3a (bench/ab_constant.py,
+# bench/results/weights_by_position_s12.txt): F(2) 0.75, F(4) 0.96, F(6) 1.05. The gains
+# are largest in the slow spells (F(2) on inception_4e/double3x3a 1.21 ms -> 0.69 ms),
+# where passing U between the cores was the slow part; each thread reading the whole
+# filter costs up to 5-9% on quiet runs with large filters.
+BY_POSITION = True
 
 # Fewer multiply-adds than this per thread and a parallel region costs more than it
 # saves (starting threads; on a busy machine, waiting for a descheduled one).
@@ -240,12 +249,14 @@ class PreparedWeights:
         self._transformed = transformed
         self._lock = threading.Lock()
 
-    def transformed(self, threads: int) -> np.ndarray:
-        """U (G, P, plane), computed with ``threads`` threads on first use."""
+    def transformed(self, threads: int, by_position: bool = False) -> np.ndarray:
+        """U (G, P, plane), computed with ``threads`` threads on first use (split as
+        :func:`transform_weights` says)."""
         with self._lock:
             if self._transformed is None:
                 self._transformed = transform_weights(self.transform, self.problem,
-                                                      self.canonical, threads, self.level)
+                                                      self.canonical, threads, self.level,
+                                                      by_position)
             return self._transformed
 
     def first_run(self) -> bool:
@@ -298,10 +309,12 @@ def clear_buffer_cache() -> None:
 
 
 def transform_weights(transform: wt.Transform, problem, weights: np.ndarray, threads: int,
-                      level: Optional[int] = None) -> np.ndarray:
+                      level: Optional[int] = None, by_position: bool = False) -> np.ndarray:
     """Canonical (G, 3.., ICg, OCg) weights -> U = G w G^T per axis, packed for the GEMM.
 
-    Computed by the kernel in the compute dtype (OpenMP over input channels). The result
+    Computed by the kernel in the compute dtype, OpenMP over input channels, or with
+    ``by_position`` on exactly ``threads`` threads over positions as a shared run on as
+    many threads multiplies them (``_winograd.transform_weights``). The result
     is (G, P, plane): position pos of group g holds panels of nr output channels, (ic, oc)
     at ``(oc // nr) * ICg * nr + ic * nr + oc % nr``, zeros past OCg; planes are padded
     (``_winograd.position_stride``) so that the P planes do not share cache sets.
@@ -314,10 +327,11 @@ def transform_weights(transform: wt.Transform, problem, weights: np.ndarray, thr
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     plane = _winograd.position_stride(-(-ocg // nr) * icg * nr, problem.dtype.itemsize)
     u = _transformed_buffer((problem.groups, transform.alpha ** r, plane), problem.dtype)
-    work = weight_transform_flops(transform.m, problem)
-    threads = max(1, min(threads, work // MIN_FLOPS_PER_THREAD))
+    if not by_position:
+        work = weight_transform_flops(transform.m, problem)
+        threads = max(1, min(threads, work // MIN_FLOPS_PER_THREAD))
     _winograd.transform_weights(_lifted(weights, r), *gs, u, nr,
-                                channel_chunk(transform.m, problem), threads)
+                                channel_chunk(transform.m, problem), threads, by_position)
     return u
 
 
@@ -512,6 +526,15 @@ def fused_weights(m: int, problem, b: Blocking) -> bool:
     return b.shared and _fusable(m, problem)
 
 
+def _splits_by_position(problem) -> bool:
+    """Whether a shared run's threads each transform the weights they multiply
+    (``_winograd.transform_weights(by_position=True)``): 2-D filters whose OC/G fills
+    whole vectors, which the register path computes a position at a time; elsewhere each
+    thread would compute every position to keep its own."""
+    return (BY_POSITION and problem.rank == 2
+            and problem.out_channels_per_group % (64 // problem.dtype.itemsize) == 0)
+
+
 def _fusable(m: int, problem) -> bool:
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     itemsize = problem.dtype.itemsize
@@ -534,8 +557,10 @@ def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads,
             b.channel_chunk, b.threads, b.shared, prepared.level,
             np.ascontiguousarray(prepared.canonical, dtype=problem.dtype), gs[-1], epilogue)
     else:
+        u = (prepared.transformed(b.threads, by_position=True)
+             if b.shared and _splits_by_position(problem) else prepared.transformed(threads))
         nonfinite = _winograd.conv_winograd(
-            _lifted(src, r), prepared.transformed(threads), bias, _lifted(dst, r), *bts,
+            _lifted(src, r), u, bias, _lifted(dst, r), *bts,
             *ats, pads, b.block, b.channel_chunk, b.threads, b.shared, prepared.level,
             epilogue=epilogue)
     if nonfinite:
