@@ -564,6 +564,12 @@ def cost_terms(problem, threads) -> dict:
     terms = {"call": 1.0, "gemm_flops": multiplied * itemsize / 4 / (efficiency * parallel),
              "unfold_bytes": unfold_bytes / p.threads, "gemm_calls": calls / p.threads,
              "packed_weight_bytes": packed_bytes / p.threads}
+    # A strided 1x1's GEMM on its gathered rows runs at its own rate: with the shared
+    # constant the model put it 13-20% faster than measured at batch 8 (res3a_branch1,
+    # res4a_branch1, res5a_branch1: 6.9 ms estimated, 8.4-8.6 ms measured;
+    # bench/results/cost_timings_mb8_s12_run*.csv), so auto chose it over direct, which
+    # was 10% faster there, as on most gathered layers at batch 1.
+    terms["gather_gemm_flops"] = terms["gemm_flops"] if p.path == PATH_GATHER else 0.0
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
                "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,
                "workspace_mb": round(p.work_elements * itemsize / 2**20, 2)}
