@@ -479,17 +479,18 @@ def test_tap_slabs_skip_padding_rows_and_match_the_reference(rng, monkeypatch, s
 
 def test_tap_slabs_only_where_they_save_enough_work():
     """The default plan slabs a padded 7x7 layer in COLS mode (9.5% of the GEMM is
-    padding), not a 20x20 one (3.3%), nor a layer without padding."""
-    def planned(size, pads):
-        problem = convlab.make_problem((1, size, size, 64), np.float32, (3, 3, 64, 64),
+    padding), not a 20x5 one (3.3%, slabs run along the first axis), nor a layer without
+    padding."""
+    def planned(height, width, pads):
+        problem = convlab.make_problem((1, height, width, 64), np.float32, (3, 3, 64, 64),
                                        np.float32, pads_begin=pads, pads_end=pads)
         return im2col.padded_row_fraction(problem), im2col.plan(problem, 2)
 
-    saving, p = planned(7, 1)
+    saving, p = planned(7, 7, 1)
     assert saving == pytest.approx(2 / 21) and p.mode == im2col.MODE_COLS
     assert p.tap_slabs == 3
-    for size, pads in ((20, 1), (9, 0)):
-        saving, p = planned(size, pads)
+    for height, width, pads in ((20, 5, 1), (9, 9, 0)):
+        saving, p = planned(height, width, pads)
         assert p.mode == im2col.MODE_COLS and saving < im2col.TAP_SLAB_MIN_SAVING
         assert p.tap_slabs == 1
 

@@ -163,6 +163,16 @@ CHUNK_TARGET_BYTES = 1 * 2**20
 # shapes (196x2304x256: 123 GFLOP/s in one call, 97 in 98-row calls); with fewer rows
 # than this per core, the cores split output channels instead.
 MIN_GEMM_ROWS = 256
+# The same bound where the GEMM reads a panel (unfold and gather paths). Splitting output
+# channels then makes every thread read the panel rows the others unfolded, and where the
+# two cores share no cache that exchange doubled the time (the slow spells: a cache line
+# took 0.34 us to pass between the cores instead of 0.085 us, /tmp probe of session 12);
+# split rows, each thread multiplies the rows it unfolded. On the AMD EPYC of session 12,
+# im2col one-shot at 2 threads, time with 64 / with 256 over the 19 layers it changes
+# (bench/ab_constant.py; bench/results/panel_gemm_rows_s12.txt): geo-mean 0.91, GoogLeNet's
+# 14x14 3x3 layers 0.88-0.94 (28x28 ones 0.55-0.66), res4a_branch1 1.08; 16 instead of 64
+# lost 1% over the 28 layers that changes (7x7 layers 1.03-1.13).
+MIN_PANEL_GEMM_ROWS = 64
 # Rows per chunk when a row is too wide for the workspace and the reduction is split.
 REDUCTION_ROWS = 64
 # COLS mode splits output channels in blocks of at least this many (whole AVX-512 vectors).
@@ -355,7 +365,7 @@ def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode,
 
     # Too few rows to give every core a GEMM of MIN_GEMM_ROWS rows: split output channels
     # (one shared panel), or failing that groups, rather than rows.
-    few_rows = m_total < cores * MIN_GEMM_ROWS
+    few_rows = m_total < cores * (MIN_GEMM_ROWS if path == PATH_DIRECT else MIN_PANEL_GEMM_ROWS)
     if forced_mode is not None:
         mode = {v: k for k, v in MODE_NAMES.items()}[forced_mode]
     elif cores > 1 and few_rows and ocg >= 2 * OC_BLOCK_MIN:
