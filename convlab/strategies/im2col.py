@@ -532,10 +532,14 @@ def _supports(problem):
 
 # A GEMM dimension d (output channels per group, reduction depth, rows per call) runs at
 # d / (d + GEMM_HALF_RATE_DIM) of the full rate: skinny products waste the microkernel.
-# Read off single-thread OpenBLAS sgemm sweeps over ResNet-50 layer shapes at batch 1
-# ([im2col] report, session 1: 63-111 GFLOP/s per thread); bench/fit_cost_model.py fits
-# the rate itself and keeps this shape.
-GEMM_HALF_RATE_DIM = 24.0
+# First read off single-thread OpenBLAS sgemm sweeps over ResNet-50 layer shapes at batch 1
+# ([im2col] report, session 1: 24); bench/fit_cost_model.py fits the rate itself and keeps
+# this shape. Session 12 swept it, refitting on the same timings each time
+# (bench/results/gemm_half_rate_s12.txt), in-sample regret over all 385 timings / ResNet-50
+# at batch 8: 6: 1.025 / 1.020, 12: 1.023 / 1.003, 16: 1.020 / 1.014, 24: 1.021 / 1.017,
+# 48: 1.035 / 1.069. 24 and 16 had auto run im2col on 1x1 layers at batch 8 where direct
+# was 6-17% faster (res4a_branch2c, res5a_branch2c, res5b_branch2a); 12 did not.
+GEMM_HALF_RATE_DIM = 12.0
 
 
 def _efficiency(d: float) -> float:
