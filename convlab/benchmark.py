@@ -423,6 +423,19 @@ def load_average() -> str:
         return "unknown"
 
 
+def core_round_trip_text() -> str:
+    """The time a cache line takes between two of the kernels' threads and back: where the
+    two cores share no cache it is several times as long, and every algorithm that passes
+    data between its threads runs slower (Winograd's shared blocks, im2col's shared
+    panels), so a run's figures depend on it."""
+    from convlab.kernels._runtime import core_round_trip
+
+    seconds = core_round_trip()
+    if seconds is None:
+        return "core-to-core round trip: not measured (two threads could not run at once)"
+    return f"core-to-core round trip {seconds * 1e6:.3f} us"
+
+
 def command_line() -> str:
     argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
     return " ".join(shlex.quote(a) for a in argv)
@@ -517,7 +530,7 @@ def main(argv=None, prog=None) -> int:
                 f"onnxruntime {ort.__version__} (onnx {onnx.__version__})" if ort and onnx
                 else "onnxruntime: not used"]
     print("versions: " + ", ".join(versions))
-    print(f"load average before: {load_average()}")
+    print(f"load average before: {load_average()}; {core_round_trip_text()}")
     print(f"suite {args.suite}: {len(layers)} layers, mb "
           f"{args.mb if args.mb else 'from file'}, float32, {threads} thread(s), "
           f"{args.warmup} warm-up + median of {args.repeats} runs, schedule {args.schedule}"
@@ -589,7 +602,8 @@ def main(argv=None, prog=None) -> int:
         worst = max((c.error for _, cs in results for c in cs if c.error is not None),
                     default=0.0)
         print(f"all results agree (largest normwise error {worst:.1e})")
-    print(f"bench time {elapsed:.1f} s; load average after: {load_average()}")
+    print(f"bench time {elapsed:.1f} s; load average after: {load_average()}; "
+          f"{core_round_trip_text()}")
     if args.csv:
         write_csv(args.csv, args, threads, results)
         print(f"wrote {args.csv}")

@@ -142,3 +142,15 @@ def test_omp_num_threads_reaches_the_kernels():
             "print(np.array_equal(convlab.convolve(src, weights),\n"
             "                     convlab.convolve(src, weights, threads=2)))")
     assert _in_subprocess("1", code) == ["True"]
+
+
+def test_core_round_trip_is_measured_or_declined():
+    # Two threads ping a cache line; with one core, or no OpenMP, the probe must decline
+    # within its time budget rather than hang.
+    seconds = _runtime.core_round_trip(rounds=2000, tries=3)
+    assert seconds is None or 0 < seconds < 1e-3
+    if not _runtime.openmp_enabled():
+        assert seconds is None
+    for bad in (dict(rounds=0), dict(tries=0)):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            _runtime.core_round_trip(**bad)

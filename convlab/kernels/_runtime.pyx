@@ -10,3 +10,26 @@ def openmp_enabled():
 def openmp_max_threads():
     """omp_get_max_threads(): honours OMP_NUM_THREADS and threadpoolctl's limits."""
     return omp_get_max_threads()
+
+
+cdef extern from "runtime_probe.h" nogil:
+    double cl_core_round_trip(long rounds)
+
+
+def core_round_trip(long rounds=20000, int tries=5):
+    """Seconds for a cache line to pass from one OpenMP thread to another and back: the
+    median of ``tries`` timings of ``rounds`` round trips, or None when two threads could
+    not run at once (no OpenMP, a single core). Far-apart cores (no shared cache) take
+    several times as long; the bench prints it, since convlab's parallel algorithms slow
+    down in step (runtime_probe.h)."""
+    if rounds < 1 or tries < 1:
+        raise ValueError(f"rounds={rounds} and tries={tries} must be >= 1")
+    cdef double seconds
+    times = []
+    for _ in range(tries):
+        with nogil:
+            seconds = cl_core_round_trip(rounds)
+        if seconds < 0:
+            return None
+        times.append(seconds)
+    return sorted(times)[len(times) // 2]

@@ -166,7 +166,8 @@ MIN_GEMM_ROWS = 256
 # The same bound where the GEMM reads a panel (unfold and gather paths). Splitting output
 # channels then makes every thread read the panel rows the others unfolded, and where the
 # two cores share no cache that exchange doubled the time (the slow spells: a cache line
-# took 0.34 us to pass between the cores instead of 0.085 us, /tmp probe of session 12);
+# took 0.34 us to go between the cores and back instead of about 0.1 us in session 12,
+# measured as convlab.kernels._runtime.core_round_trip does);
 # split rows, each thread multiplies the rows it unfolded. On the AMD EPYC of session 12,
 # im2col one-shot at 2 threads, time with 64 / with 256 over the 19 layers it changes
 # (bench/ab_constant.py; bench/results/panel_gemm_rows_s12.txt): geo-mean 0.91, GoogLeNet's
