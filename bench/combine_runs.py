@@ -15,7 +15,7 @@ import csv
 import pathlib
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
@@ -26,21 +26,31 @@ ALGORITHM_PREFIXES = ("direct", "im2col", "winograd")
 
 
 def load(paths):
-    """(layer -> contender -> [median ms per run]), layer order as in the first file."""
+    """(layer -> contender -> [median ms per run]), layer order as in the first file.
+
+    A layer is its name and its descriptor: suites name some shapes alike (the 1d suite
+    has five such pairs), and those stay apart, as ``name#1``, ``name#2``."""
     times = defaultdict(lambda: defaultdict(list))
     gflop = {}
-    order = []
+    keys = []
     for path in paths:
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
                 if not row["median_ms"]:
                     continue
-                layer = row["layer"].rsplit(":", 1)[-1]
-                if layer not in times:
-                    order.append(layer)
-                times[layer][row["contender"]].append(float(row["median_ms"]))
-                gflop[layer] = float(row["gflop"])
-    return order, times, gflop
+                key = (row["layer"].rsplit(":", 1)[-1], row["descriptor"])
+                if key not in times:
+                    keys.append(key)
+                times[key][row["contender"]].append(float(row["median_ms"]))
+                gflop[key] = float(row["gflop"])
+    shared = Counter(name for name, _ in keys)
+    seen = Counter()
+    names = {}
+    for name, descriptor in keys:
+        seen[name] += 1
+        names[name, descriptor] = f"{name}#{seen[name]}" if shared[name] > 1 else name
+    return ([names[k] for k in keys], {names[k]: times[k] for k in keys},
+            {names[k]: gflop[k] for k in keys})
 
 
 def main(argv=None) -> int:
