@@ -464,8 +464,6 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     return bool(flags_array.any())
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
 cdef inline void _weight_tiles(const real *w, const wg_geometry *geo, const real *g0,
                                const real *g1, const real *g2, Py_ssize_t ic_begin,
                                Py_ssize_t ic_end, real *U, Py_ssize_t pos_stride,
@@ -487,6 +485,8 @@ cdef inline Py_ssize_t _static_begin(Py_ssize_t items, Py_ssize_t tid,
     return tid * q + (tid if tid < r else r)
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1] g0,
                       const real[:, ::1] g1, const real[:, ::1] g2, real[:, :, ::1] U,
                       Py_ssize_t nr, Py_ssize_t channel_chunk, int threads,
@@ -497,7 +497,7 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
     By position, each of ``threads`` threads writes the U planes that it multiplies in
     the shared run that follows with as many threads (conv_winograd), so no plane passes
     from one core's cache to another's: where that exchange is slow (the slow spells of
-    session 11 on this VM), the weight transform was what slowed most.
+    sessions 11-12 on this VM), the weight transform was what slowed most.
 
     weights (G, K0, K1, K2, ICg, OCg) canonical and lifted; ``g*`` are (alpha, K) per
     axis; U (G, P, plane), plane = position_stride(panels * ICg * nr): (pos, ic, oc) at
