@@ -250,3 +250,24 @@ def test_direct_src_prefetch_leaves_results_unchanged(rng, dtype, case):
             _direct.set_prefetch(previous)
     np.testing.assert_array_equal(results[1], results[0])
     assert_matches_reference(results[1], src, weights, bias, attributes, "direct")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pack_dense_reads_any_strides(rng, dtype):
+    """direct packs grouped XIO weights through their canonical view, whose groups lie
+    OCg apart; strided rows, reversed axes and a contiguous array pack alike."""
+    from convlab.kernels import _direct
+
+    base = rng.standard_normal((3, 5, 4 * 7)).astype(dtype)
+    views = {"groups interleaved": base.reshape(3 * 5, 7, 4).transpose(1, 0, 2),
+             "strided channels": base[:, :, ::4],
+             "reversed": base[::-1, ::-1, :7],
+             "contiguous": np.ascontiguousarray(base[:, :, :7])}
+    for name, view in views.items():
+        want = np.zeros((view.shape[0] * view.shape[1], 16), dtype)
+        want[:, :view.shape[2]] = view.reshape(-1, view.shape[2])
+        got = _direct.pack_dense(view, 16)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        assert got.ctypes.data % 64 == 0
+    exact = np.ascontiguousarray(base[:, :, :16])
+    np.testing.assert_array_equal(_direct.pack_dense(exact, 16), exact.reshape(-1, 16))

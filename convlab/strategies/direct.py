@@ -96,14 +96,16 @@ def prepare_weights(problem, weights) -> PreparedWeights:
             return PreparedWeights(True, by_tap.reshape(*kernel, padded))
         packed = _direct.pack_depthwise(by_tap, padded)
         return PreparedWeights(True, packed.reshape(*kernel, padded))
-    weights = np.ascontiguousarray(weights, dtype=problem.dtype)
     padded = _direct.padded_channels(ocg, itemsize)
     if _reuses_weights(problem):
         # Already in the kernel's layout (the canonical one, whole vectors of channels):
         # a one-shot call then skips copying the weights, which on weight-heavy layers
         # costs about as much as a tenth of the convolution.
+        weights = np.ascontiguousarray(weights, dtype=problem.dtype)
         return PreparedWeights(False, weights.reshape(g, *kernel, icg, padded))
-    packed = _direct.pack_dense(weights.reshape(g, -1, ocg), padded)
+    # a view where the canonical layout allows (pack_dense takes any strides)
+    by_tap = np.asarray(weights, dtype=problem.dtype).reshape(g, -1, ocg)
+    packed = _direct.pack_dense(by_tap, padded)
     return PreparedWeights(False, packed.reshape(g, *kernel, icg, padded))
 
 
