@@ -196,9 +196,7 @@ def pack_dense(const real[:, :, :] weights, Py_ssize_t padded):
         raise ValueError(f"padded={padded} must be >= OCg={OCg}")
     out = _aligned_empty(G * T, padded, real is float)
     cdef real[:, ::1] o = out
-    if G * T == 0 or OCg == 0:
-        if G * T:
-            out[...] = 0
+    if G * T == 0:
         return out
     cdef bint whole = padded == OCg and weights.is_c_contig()
     cdef bint rows = weights.strides[2] == sizeof(real)

@@ -167,8 +167,8 @@ MIN_GEMM_ROWS = 256
 # channels then makes every thread read the panel rows the others unfolded, and where the
 # two cores share no cache that exchange doubled the time (the slow spells: a cache line
 # took 0.34 us to go between the cores and back instead of about 0.1 us in session 12,
-# measured as convlab.kernels._runtime.core_round_trip does);
-# split rows, each thread multiplies the rows it unfolded. On the AMD EPYC of session 12,
+# measured as convlab.kernels._runtime.core_round_trip does). Split by rows, each thread
+# multiplies the rows it unfolded. On the AMD EPYC of session 12,
 # im2col one-shot at 2 threads, time with 64 / with 256 over the 19 layers it changes
 # (bench/ab_constant.py; bench/results/panel_gemm_rows_s12.txt): geo-mean 0.91, GoogLeNet's
 # 14x14 3x3 layers 0.88-0.94 (28x28 ones 0.55-0.66), res4a_branch1 1.08; 16 instead of 64
@@ -364,8 +364,9 @@ def _plan(problem, threads: int, limit_bytes: int, cores: int, forced_mode,
     else:
         path = PATH_UNFOLD
 
-    # Too few rows to give every core a GEMM of MIN_GEMM_ROWS rows: split output channels
-    # (one shared panel), or failing that groups, rather than rows.
+    # Too few rows to give every core a GEMM of MIN_GEMM_ROWS rows (MIN_PANEL_GEMM_ROWS
+    # where the GEMM reads a panel): split output channels (one shared panel), or failing
+    # that groups, rather than rows.
     few_rows = m_total < cores * (MIN_GEMM_ROWS if path == PATH_DIRECT else MIN_PANEL_GEMM_ROWS)
     if forced_mode is not None:
         mode = {v: k for k, v in MODE_NAMES.items()}[forced_mode]
