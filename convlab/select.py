@@ -65,12 +65,22 @@ class Candidate:
         return self.viable and self.auto and self.excluded is None
 
 
+# An empty batch has no work for any algorithm: cost hooks count work per image and per
+# thread, so they are not asked about it (docs/specification.md, "Empty batches").
+EMPTY_BATCH_ESTIMATE = Estimate(0.0, {"work": "none: the batch is empty"})
+
+
 def assess(problem: ConvProblem, threads: int, precision: str = "default") -> List[Candidate]:
     """Every registered algorithm with its verdict on the problem."""
     rows = []
     for algorithm in registered():
         reason = algorithm.supports(problem)
-        estimate = algorithm.cost(problem, threads) if reason is None else None
+        if reason is not None:
+            estimate = None
+        elif problem.batch == 0:
+            estimate = EMPTY_BATCH_ESTIMATE
+        else:
+            estimate = algorithm.cost(problem, threads)
         rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto,
                               precision_excludes(algorithm, precision, problem)))
     return rows

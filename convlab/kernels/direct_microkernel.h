@@ -359,7 +359,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         /* A depthwise item takes all channel chunks of its row (they share the row's
          * setup) unless there are too few rows to go round. */
         rows = g->N * g->OD * g->OH;
-        if (rows < want) {
+        if (rows > 0 && rows < want) {  /* an empty batch has no rows to share out */
             g->ncgroup = (want + rows - 1) / rows;
             if (g->ncgroup > g->nchunk) g->ncgroup = g->nchunk;
         }
@@ -383,9 +383,10 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
         rows = g->G * g->nchunk * g->N;
-        g->nseg = rows >= want ? 1 : (want + rows - 1) / rows;
+        g->nseg = rows >= want || rows == 0 ? 1 : (want + rows - 1) / rows;
         g->seglen = (npix + g->nseg - 1) / g->nseg;
         if (g->seglen < 64) g->seglen = 64 < npix ? 64 : npix;
+        if (g->seglen < 1) g->seglen = 1;  /* no output pixels: no segments either */
         g->nseg = (npix + g->seglen - 1) / g->seglen;
         g->icb = slice > 0 ? cl_pass_bytes / slice : g->ICg;
         if (g->icb < cl_pass_min_channels) g->icb = cl_pass_min_channels;
@@ -408,7 +409,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     }
     g->seglen = g->OW;
     g->nseg = 1;
-    if (rows < want && g->OW > 48) {
+    if (rows > 0 && rows < want && g->OW > 48) {
         units = (want + rows - 1) / rows;
         g->seglen = (g->OW + units - 1) / units;
         if (g->seglen < 48) g->seglen = 48;
