@@ -41,7 +41,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from convlab import buffers, cost_model
+from convlab import buffers, cost_model, cpu
 from convlab import winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.registry import get_algorithm, register_algorithm
@@ -56,10 +56,11 @@ MAX_RANK = 3
 # Change it with ``workspace_limit``.
 WORKSPACE_BYTES = 16 * 2**20
 
-# Preferred size of one thread's block (V + M): small enough to stay in a core's L2,
-# large enough that each GEMM has rows to amortise its call. Provisional (a few timings
-# of res2a/res3a/VGG-19 layers); [selection] may refit it.
-BLOCK_BYTES_PER_THREAD = 1 * 2**20
+# Preferred size of one thread's block (V + M): small enough to stay in a core's L2 (half
+# of it: 1 MiB of the 2 MiB L2 it was first timed on; this CPU's L2, 2 MiB where the OS
+# does not say), large enough that each GEMM has rows to amortise its call. Provisional
+# (a few timings of res2a/res3a/VGG-19 layers); [selection] may refit it.
+BLOCK_BYTES_PER_THREAD = cpu.cache_bytes("L2", 2 * 2**20) // 2
 MIN_BLOCK_TILES = 16
 # Chunks to aim for when there are enough tiles, so that this many threads can share them.
 PARALLEL_CHUNKS = 8
