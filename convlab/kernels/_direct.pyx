@@ -56,8 +56,8 @@ cdef extern from "direct_microkernel.h" nogil:
     void cl_item_f64(const cl_geom *g, const double *src, const double *w,
                      const double *bias, double *dst, Py_ssize_t item, Py_ssize_t tid)
 
-# Indexed by the CL_ISA_* levels.
-ISA_NAMES = ("default", "avx2", "avx512")
+# Indexed by the CL_ISA_* levels; convlab.cpu.ISA_LEVELS.
+ISA_NAMES = ("baseline", "avx2", "avx512")
 
 # The padded channel axis of prepared weights is a multiple of this many bytes, so a
 # vector of any level (16, 32 or 64 bytes) never reads past it.
