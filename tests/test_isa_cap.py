@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import platform
 import subprocess
 import sys
 import warnings
@@ -155,7 +156,7 @@ def test_max_isa_restores_the_cap_before_it(restore_cap):
 def test_supported_levels_run_from_baseline_to_the_detected_one():
     levels = cpu.supported_levels()
     assert levels == LEVELS[:DETECTED + 1]
-    if cpu.platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
         assert levels == ("baseline",)
 
 
