@@ -58,7 +58,7 @@ def selection_margin(algorithm: str) -> float:
 
 # The measure margin a stored fit without one gets: the value fitted with the constants
 # in force when plans began to measure (bench/results/measure_margin_fit.txt).
-DEFAULT_MEASURE_MARGIN = 0.25
+DEFAULT_MEASURE_MARGIN = 0.20
 
 
 def measure_margin() -> float:
