@@ -63,8 +63,8 @@ def main(argv=None):
     threads = effective_threads(args.threads)
     layers = select_layers(shapes.load_suite(args.suite, mb=args.mb), args.layers)
     print(f"command: {command_line()}")
-    print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs; load average before: "
-          f"{load_average()}")
+    print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs; OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY')}; load average before: {load_average()}")
     print(f"plans: measure margin {cost_model.measure_margin():.0%}, at most "
           f"{measure.MAX_CONTENDERS} contenders, none started after "
           f"{measure.TIME_LIMIT_SECONDS:g} s, {measure.TIMED_RUNS} timed runs each")
