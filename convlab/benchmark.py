@@ -791,7 +791,8 @@ def selection_summary(results, names) -> List[str]:
         highest = max(firsts, key=lambda f: f[0])
         first_total = sum(p.first_call * layer.multiplicity for _, _, layer, p in firsts)
         later_total = sum(p.median * layer.multiplicity for _, _, layer, p in firsts)
-        lines.append(f"plan first call / later call: geo-mean {geo_mean([f[0] for f in firsts]):.1f}x, "
+        lines.append(f"plan first call / later call: geo-mean "
+                     f"{geo_mean([f[0] for f in firsts]):.1f}x, "
                      f"highest {highest[0]:.1f}x ({highest[1]}); over the network (one plan "
                      f"per occurrence) first calls {first_total * 1e3:.1f} ms against "
                      f"{later_total * 1e3:.1f} ms a later pass")

@@ -92,7 +92,8 @@ def test_the_measured_choice_is_the_fastest_timed_contender(rng, clock, wide_mar
     src, weights, bias = _tensors(rng)
     # estimates all within 50% of the lowest (1e-9 s: far below any real algorithm's);
     # the second-lowest estimate runs fastest
-    with fake_algorithms(clock, [(1.0e-9, 3e-3), (1.2e-9, 1e-3), (1.4e-9, 2e-3)]) as (names, counts):
+    specs = [(1.0e-9, 3e-3), (1.2e-9, 1e-3), (1.4e-9, 2e-3)]
+    with fake_algorithms(clock, specs) as (names, counts):
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
         first = plan(src)
         assert plan.algorithm_for(src) == names[1]
@@ -117,7 +118,8 @@ def test_the_measured_choice_is_the_fastest_timed_contender(rng, clock, wide_mar
 def test_only_contenders_within_the_margin_are_timed(rng, clock, wide_margin):
     src, weights, bias = _tensors(rng)
     # the third is estimated 2x the lowest: outside a 50% margin, though it would run fastest
-    with fake_algorithms(clock, [(1.0e-9, 3e-3), (1.4e-9, 2e-3), (2.0e-9, 1e-3)]) as (names, counts):
+    specs = [(1.0e-9, 3e-3), (1.4e-9, 2e-3), (2.0e-9, 1e-3)]
+    with fake_algorithms(clock, specs) as (names, counts):
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
         plan(src)
         assert plan.algorithm_for(src) == names[1]
