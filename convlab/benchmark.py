@@ -56,6 +56,7 @@ class Contender:
     error: Optional[float] = None
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
     first_call: Optional[float] = None  # a plan's first call (its choice, its preparation)
+    runs: str = ""  # the algorithm a plan runs
 
     @property
     def median(self) -> Optional[float]:
@@ -256,7 +257,8 @@ def convlab_contender(name, layer, src, weights, threads) -> Contender:
         start = time.perf_counter()
         plan(src)
         first_call = time.perf_counter() - start
-        return Contender(name, "convlab", lambda: plan(src), first_call=first_call)
+        return Contender(name, "convlab", lambda: plan(src), first_call=first_call,
+                         runs=plan.algorithm_for(src))
 
     def call():
         return convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
@@ -681,11 +683,11 @@ def fastest(contenders) -> Optional[str]:
     return min(runs, key=lambda c: c.median).label if runs else None
 
 
-def plan_regret(contenders) -> Optional[Tuple[float, str]]:
+def plan_regret(contenders) -> Optional[Tuple[float, str, str]]:
     """The plan's time (calls after its first) over the fastest of the plans forced to one
     algorithm ("plan:<name>", weights prepared alike), or, without those, of the one-shot
     algorithms (which also prepare the weights on every call: a looser bar); and that
-    fastest contender's label."""
+    fastest contender's label, and the algorithm the plan runs."""
     by = {c.label: c for c in contenders}
     plan = by.get("plan")
     if plan is None or plan.median is None:
@@ -695,7 +697,7 @@ def plan_regret(contenders) -> Optional[Tuple[float, str]]:
     if not pool:
         return None
     best = min(pool, key=lambda c: c.median)
-    return plan.median / best.median, best.label
+    return plan.median / best.median, best.label, plan.runs
 
 
 def first_call_ratio(contenders) -> Optional[float]:
@@ -721,7 +723,7 @@ def extra_columns(contenders) -> str:
         text += f" | regret {value:5.2f} (best {fastest(contenders)})"
     value = plan_regret(contenders)
     if value is not None:
-        text += f" | plan/best {value[0]:5.2f} ({value[1]})"
+        text += f" | plan/best {value[0]:5.2f} (best {value[1]}; plan runs {value[2]})"
     value = first_call_ratio(contenders)
     if value is not None:
         text += f" | first call {value:5.1f}x"
@@ -782,8 +784,9 @@ def selection_summary(results, names) -> List[str]:
                    else "the fastest one-shot algorithm's")
         lines.append(f"plan regret (plan time after its first call / {against} time): "
                      f"geo-mean {geo_mean([r[0] for r, _ in plans]):.3f}, worst "
-                     f"{worst[0]:.2f} ({where}, best {worst[1]}); within 10% on "
-                     f"{sum(r[0] <= 1.10 for r, _ in plans)}/{len(plans)} layers")
+                     f"{worst[0]:.2f} ({where}, best {worst[1]}, plan runs {worst[2]}); "
+                     f"within 10% on {sum(r[0] <= 1.10 for r, _ in plans)}/{len(plans)} "
+                     f"layers")
     firsts = [(first_call_ratio(cs), name, layer, next(c for c in cs if c.label == "plan"))
               for name, (layer, cs) in zip(names, results)]
     firsts = [f for f in firsts if f[0] is not None]
@@ -945,7 +948,7 @@ def write_csv(path, args, threads, results) -> None:
         writer.writerow(["suite", "layer", "multiplicity", "mb", "rank", "descriptor",
                          "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
                          "torch_time_over_this", "check_error", "check_ok", "not_run_reason",
-                         "first_call_ms"])
+                         "first_call_ms", "plan_runs"])
         for layer, contenders in results:
             torch_run = next((c for c in contenders if c.label == "torch"), None)
             for c in contenders:
@@ -959,7 +962,7 @@ def write_csv(path, args, threads, results) -> None:
                     "" if t is None else f"{layer.flops() / t / 1e9:.3f}",
                     "" if ratio is None else f"{ratio:.4f}",
                     "" if c.error is None else f"{c.error:.3e}", c.ok, c.why_not,
-                    "" if c.first_call is None else f"{c.first_call * 1e3:.4f}"])
+                    "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs])
 
 
 if __name__ == "__main__":

@@ -54,9 +54,9 @@ def test_gemm_share_summary_judges_gemm_bound_layers_apart():
     assert "GEMM-bound" not in benchmark.gemm_share_summary([(0.4, "tiny", False)])
 
 
-def _contender(label, seconds, kind="convlab", first_call=None):
+def _contender(label, seconds, kind="convlab", first_call=None, runs=""):
     return benchmark.Contender(label, kind, times=[] if seconds is None else [seconds],
-                               first_call=first_call)
+                               first_call=first_call, runs=runs)
 
 
 def test_network_totals_count_each_layer_times_its_multiplicity():
@@ -84,10 +84,11 @@ def test_network_totals_count_each_layer_times_its_multiplicity():
 
 
 def test_plan_regret_prefers_forced_plans_as_the_bar():
-    one_shot = [_contender("direct", 2.0), _contender("winograd4", 1.5), _contender("plan", 1.1)]
-    assert benchmark.plan_regret(one_shot) == (1.1 / 1.5, "winograd4")
+    one_shot = [_contender("direct", 2.0), _contender("winograd4", 1.5),
+                _contender("plan", 1.1, runs="winograd4")]
+    assert benchmark.plan_regret(one_shot) == (1.1 / 1.5, "winograd4", "winograd4")
     forced = one_shot + [_contender("plan:direct", 1.0), _contender("plan:winograd4", None)]
-    assert benchmark.plan_regret(forced) == (1.1, "plan:direct")
+    assert benchmark.plan_regret(forced) == (1.1, "plan:direct", "winograd4")
     assert benchmark.plan_regret([_contender("direct", 1.0)]) is None
     first = [_contender("plan", 2.0, first_call=10.0)]
     assert benchmark.first_call_ratio(first) == 5.0
@@ -129,3 +130,6 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
     firsts = {r["contender"]: r["first_call_ms"] for r in rows}
     assert float(firsts["plan"]) > 0 and float(firsts["plan:direct"]) > 0
     assert firsts["direct"] == "" and firsts["auto"] == ""
+    runs = {r["contender"]: r["plan_runs"] for r in rows}
+    assert runs["plan:direct"] == "direct" and runs["plan"] in convlab.algorithms()
+    assert runs["direct"] == ""
