@@ -56,6 +56,18 @@ def selection_margin(algorithm: str) -> float:
     return float(fitted().get("selection_margins", {}).get(algorithm, 0.0))
 
 
+# The measure margin a stored fit without one gets: the value fitted with the constants
+# in force when plans began to measure (bench/results/measure_margin_fit.txt).
+DEFAULT_MEASURE_MARGIN = 0.20
+
+
+def measure_margin() -> float:
+    """How far above the lowest prepared-weights estimate (a fraction) a contender's
+    estimate may lie for a plan to time it on its first call (:mod:`convlab.measure`);
+    :data:`DEFAULT_MEASURE_MARGIN` when the stored fit has none."""
+    return float(fitted().get("measure_margin", DEFAULT_MEASURE_MARGIN))
+
+
 def source() -> str:
     """The run the constants came from, in one line (for ``explain`` and the docs)."""
     info = fitted()["source"]
