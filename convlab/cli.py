@@ -84,10 +84,10 @@ def _explain(args) -> int:
 
     try:
         layer = shapes.parse_descriptor(args.descriptor)
+        problem = layer.problem(mb=args.mb)  # sizes beyond what convlab computes are refused
     except ValueError as exc:
         print(f"error: descriptor: {exc}")
         return 2
-    problem = layer.problem(mb=args.mb)
     print(f"descriptor: {layer.canonical()}")
     print(select.explain_problem(problem, effective_threads(args.threads), args.precision))
     return 0

@@ -216,10 +216,18 @@ def test_arrays_and_kwargs_fit_convolve():
     ("ic3oc3ih5kh3ph1pw0", "pw=0 is overridden by 1"),
     ("ic3oc3ih5kh3sh2sw1", "sw=1 is overridden by 2"),
     ('ic3oc3ih5kh3n"x*0"', r"multiplicity \*0"),
+    ('ic3oc3ih5kh3n"a"b#c"', "holds a double quote or a line break"),
+    ('ic3oc3ih5kh3n"two\nlines"', "holds a double quote or a line break"),
 ])
 def test_bad_descriptors_raise_value_error(text, message):
     with pytest.raises(ValueError, match=message):
         parse_descriptor(text)
+
+
+def test_flops_of_huge_layers_are_exact():
+    side = 2**62  # the product of the sizes overflows int64
+    layer = parse_descriptor(f"ic1oc1ih{side}kh1iw{side}kw1")
+    assert layer.flops() == 2 * layer.mb * side * side
 
 
 def test_layer_is_frozen():
