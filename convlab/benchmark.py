@@ -503,8 +503,9 @@ def select_layers(layers, spec):
     return chosen
 
 
-def main(argv=None, prog=None) -> int:
-    args = parse_args(argv, prog)
+def configure(args):
+    """``(threads, layers, algorithms)`` the parsed arguments ask for; a bad name exits with
+    a message."""
     threads = effective_threads(args.threads)
     layers = select_layers(shapes.load_suite(args.suite, mb=args.mb or None), args.layers)
     if args.algorithms:
@@ -516,6 +517,12 @@ def main(argv=None, prog=None) -> int:
                              f"{list(PSEUDO_ALGORITHMS)} or names from {convlab.algorithms()}")
     else:
         algorithms = [a for a in convlab.algorithms() if a != "reference"] + ["auto"]
+    return threads, layers, algorithms
+
+
+def main(argv=None, prog=None) -> int:
+    args = parse_args(argv, prog)
+    threads, layers, algorithms = configure(args)
     torch = None if args.no_torch else _try_import("torch")
     onnx = None if args.no_onnxruntime else _try_import("onnx")
     ort = None if args.no_onnxruntime else _try_import("onnxruntime")
