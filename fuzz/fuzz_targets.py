@@ -23,6 +23,7 @@ TARGETS = {
     "descriptor": "fuzz_descriptor",
     "cli": "fuzz_cli",
     "tune_cache": "fuzz_tune_cache",
+    "system_settings": "fuzz_system_settings",
 }
 
 CLEAR_ERRORS = (ValueError, TypeError, OSError)

@@ -136,6 +136,15 @@ def test_default_honours_omp_num_threads(omp_num_threads, expected):
     assert explicit == 2  # an explicit count wins over the environment
 
 
+@pytest.mark.parametrize("omp_num_threads", ["\u00b2", "1" * 5000, "1_0", "four"],
+                         ids=["superscript", "5000 digits", "underscore", "word"])
+def test_omp_num_threads_that_is_not_a_count_is_ignored(omp_num_threads):
+    out = _in_subprocess(omp_num_threads, "print(convlab.effective_threads(), "
+                         "convlab.threads.available_cores())")
+    default, cores = (int(v) for v in out)
+    assert 1 <= default <= cores
+
+
 def test_omp_num_threads_reaches_the_kernels():
     """Under OMP_NUM_THREADS=1 a default call runs and matches an explicit threads=2 call."""
     code = ("src, weights = np.ones((2, 6, 6, 3)), np.ones((3, 3, 3, 4))\n"
