@@ -24,9 +24,12 @@ def main(argv) -> None:
         print("targets:", ", ".join(sorted(fuzz_targets.TARGETS)))
         raise SystemExit(0 if len(argv) >= 2 else 2)
     name, libfuzzer_args = argv[1], argv[2:]
+    if name not in fuzz_targets.TARGETS:
+        raise SystemExit(f"fuzz target {name!r} is not known; expected one of "
+                         f"{sorted(fuzz_targets.TARGETS)}")
     import atheris
 
-    with atheris.instrument_imports(include=["convlab", fuzz_targets.TARGETS.get(name, "")]):
+    with atheris.instrument_imports(include=["convlab", fuzz_targets.TARGETS[name]]):
         one_input = fuzz_targets.load(name)
     corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", name)
     os.makedirs(corpus, exist_ok=True)

@@ -155,6 +155,13 @@ def test_divisions_truncate_toward_zero_as_in_c():
     assert layer.output_shape == (1, 1) and layer.pads_end == (2, 2)
 
 
+def test_negative_derived_padding_round_trips_through_the_canonical_form():
+    for text in ("ic1oc1ih4oh1kh1sh2", "ic64id8ih56iw56oc64od4oh56ow54kd3kh3kw3"):
+        layer = parse_descriptor(text)
+        assert min(layer.pads_begin) < 0
+        assert parse_descriptor(layer.canonical()) == layer
+
+
 def test_multiplicity_name_quotes_and_separators():
     layer = parse_descriptor('mb50ic64ih56oc256oh56kh1ph0n"resnet_50:res2a_branch1*4"')
     assert layer.name == "resnet_50:res2a_branch1" and layer.multiplicity == 4

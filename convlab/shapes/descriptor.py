@@ -147,11 +147,17 @@ class Layer:
                             **self.convolve_kwargs())
 
     def canonical(self) -> str:
-        """The benchdnn canonical descriptor (every value written, dilation 0-based)."""
+        """The benchdnn canonical descriptor (every value written, dilation 0-based).
+
+        A negative begin padding is left out: only the rule that derives the padding from
+        the output gives one (a written negative value is refused), and parsing applies
+        that rule again.
+        """
         axes = AXES[3 - self.rank:]
 
         def spatial(prefix, values):
-            return "".join(f"{prefix}{axis}{v}" for axis, v in zip(axes, values))
+            return "".join(f"{prefix}{axis}{v}" for axis, v in zip(axes, values)
+                           if prefix != "p" or v >= 0)
 
         name = self.name + (f"*{self.multiplicity}" if self.multiplicity != 1 else "")
         text = (f"g{self.groups}mb{self.mb}_ic{self.ic}{spatial('i', self.input_shape)}"
