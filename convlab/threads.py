@@ -13,6 +13,10 @@ import os
 from typing import Optional
 
 
+# The kernels take the count as a C int.
+MAX_THREADS = 2**31 - 1
+
+
 @functools.lru_cache(maxsize=None)
 def available_cores() -> int:
     """Cores this process may run on: affinity mask, then any cgroup v2/v1 CPU quota."""
@@ -88,7 +92,7 @@ def effective_threads(threads=None) -> int:
 
     ``-1`` means every available core, ``-2`` all but one, as SciPy's ``workers=``.
     """
-    if type(threads) is int and threads > 0:
+    if type(threads) is int and 0 < threads <= MAX_THREADS:
         return threads  # the common explicit form, without the checks below (~1 us)
     cores = available_cores()
     if threads is None:
@@ -110,4 +114,7 @@ def effective_threads(threads=None) -> int:
         if resolved < 1:
             raise ValueError(f"threads={threads} leaves no thread on {cores} available cores")
         return resolved
+    if threads > MAX_THREADS:
+        raise ValueError(f"threads={threads} is more than the kernels take; expected at most "
+                         f"{MAX_THREADS} (more threads than work items are never started)")
     return threads

@@ -93,6 +93,7 @@ def test_default_is_between_one_and_the_available_cores():
 @pytest.mark.parametrize("threads, error, match", [
     (0, ValueError, r"threads=0"), (1.0, TypeError, r"threads=1\.0"),
     ("1", TypeError, r"threads='1'"), (False, TypeError, r"threads=False"),
+    (2**31, ValueError, r"threads=2147483648 is more than the kernels take"),
 ])
 def test_invalid_counts_are_refused(threads, error, match):
     with pytest.raises(error, match=match):
