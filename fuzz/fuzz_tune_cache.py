@@ -7,7 +7,9 @@ precision admits it).
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -23,6 +25,7 @@ PROBLEMS = (make_problem((1, 6, 6, 4), np.float32, (3, 3, 4, 4), np.float32, Non
 THREADS = 1
 
 _folder = tempfile.mkdtemp(prefix="convlab-fuzz-tune-")
+atexit.register(shutil.rmtree, _folder, ignore_errors=True)
 _path = os.path.join(_folder, "tune.json")
 
 
