@@ -37,6 +37,7 @@ import numpy as np
 
 import convlab
 from convlab import shapes
+from convlab.cli import refuse_empty_values
 from convlab.threads import available_cores, effective_threads
 
 # A result passes when max|got - want| <= CHECK_TOLERANCE * max|want|. Summation-order
@@ -480,6 +481,7 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--csv", default=None,
                         help="also write one row per layer and contender to this path")
     args = parser.parse_args(argv)
+    refuse_empty_values(parser, args)
     if args.repeats < 1 or args.warmup < 0 or args.mb < 0 or args.rounds < 1 \
             or args.min_block_time < 0:
         parser.error("--repeats and --rounds must be >= 1, --warmup, --mb and "
