@@ -48,7 +48,7 @@ def compiler_supports_openmp():
 use_openmp = compiler_supports_openmp()
 print(f"convlab: building {'with' if use_openmp else 'without'} OpenMP", file=sys.stderr)
 
-sanitize = bool(os.environ.get("CONVLAB_SANITIZE"))
+sanitize = os.environ.get("CONVLAB_SANITIZE", "") not in ("", "0")
 compile_args = ["-O3", "-fno-math-errno", "-Wno-unused-function", "-Wno-unreachable-code"]
 link_args = []
 directives = {
