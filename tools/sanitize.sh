@@ -87,7 +87,8 @@ echo "   built in $((SECONDS - started)) s"
 
 # The interpreter is not instrumented, so the ASan runtime must be loaded first. Python
 # keeps memory until exit by design: leak reports would be noise. A huge allocation that a
-# test expects to fail must return NULL (MemoryError) rather than abort.
+# test expects to fail must return NULL (MemoryError) rather than abort. Aborting (rather
+# than exiting 1, as failed tests do) lets faulthandler name the test.
 libasan=$(gcc -print-file-name=libasan.so)
 libubsan=$(gcc -print-file-name=libubsan.so)
 for lib in "$libasan" "$libubsan"; do
@@ -95,12 +96,14 @@ for lib in "$libasan" "$libubsan"; do
 done
 export LD_PRELOAD="$libasan $libubsan"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
-export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
 export PYTHONFAULTHANDLER=1
 
 # A Cython bounds or division check failing inside a nogil kernel cannot propagate: it is
-# reported as an unraisable exception, which must fail the run too.
-pytest_args=(-q -rfE -p no:cacheprovider -W error::pytest.PytestUnraisableExceptionWarning)
+# reported as an unraisable exception, which must fail the run too. Nothing is captured
+# (-s): a sanitizer report written while pytest holds a test's output would be lost with
+# it when the process aborts (the sanitizers' log_path does not take UBSan's reports).
+pytest_args=(-q -s -rfE -p no:cacheprovider -W error::pytest.PytestUnraisableExceptionWarning)
 status=0
 echo "== correctness tests: ${tests[*]}"
 "$python" -m pytest "${pytest_args[@]}" "${tests[@]}" >>"$log" 2>&1 || status=$?
@@ -114,15 +117,14 @@ else
     echo "== no tests/test_fuzz_entry_points.py: fuzz tests skipped"
 fi
 
-reports=$(grep -c -E "ERROR: AddressSanitizer|runtime error:|Fatal Python error" "$log" || true)
-echo "== $((SECONDS - started)) s in all; exit status $status; $reports sanitizer report(s) or crash(es); log $log"
-if [ "$reports" != 0 ]; then
-    grep -n -A 30 -E "ERROR: AddressSanitizer|runtime error:|Fatal Python error" "$log" | head -120
-    [ "$keep" = 1 ] || cp "$log" "${TMPDIR:-/tmp}/convlab-sanitize-last.log"
-    exit 1
-fi
-if [ "$status" != 0 ]; then
+# Sanitizer reports and crashes, wherever the exit status came from
+pattern="ERROR: AddressSanitizer|runtime error:|Fatal Python error"
+found=$(grep -c -E "$pattern" "$log" || true)
+echo "== $((SECONDS - started)) s in all; exit status $status; $found sanitizer report(s) or crash(es); log $log"
+if [ "$found" != 0 ] || [ "$status" != 0 ]; then
+    grep -n -A 30 -E "$pattern" "$log" | head -120 || true
     grep -E "^(FAILED|ERROR) " "$log" | head -40 || true
     [ "$keep" = 1 ] || cp "$log" "${TMPDIR:-/tmp}/convlab-sanitize-last.log"
-    exit "$status"
+    [ "$status" != 0 ] && exit "$status"
+    exit 1
 fi
