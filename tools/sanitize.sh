@@ -74,6 +74,11 @@ for file in ${extra_files[@]+"${extra_files[@]}"}; do
     esac
 done
 cd "$work/src"
+present=()
+for file in "${tests[@]}"; do
+    if [ -f "$file" ]; then present+=("$file"); else echo "   (no $file here: left out)"; fi
+done
+tests=("${present[@]}")
 
 echo "== sanitizer build"
 export CONVLAB_SANITIZE=1
