@@ -37,6 +37,7 @@ import numpy as np
 
 import convlab
 from convlab import cost_model, cpu, measure, shapes
+from convlab.cli import refuse_empty_values
 from convlab.threads import available_cores, effective_threads
 
 # A result passes when max|got - want| <= CHECK_TOLERANCE * max|want|. Summation-order
@@ -528,6 +529,7 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--csv", default=None,
                         help="also write one row per layer and contender to this path")
     args = parser.parse_args(argv)
+    refuse_empty_values(parser, args)
     if args.repeats < 1 or args.warmup < 0 or args.mb < 0 or args.rounds < 1 \
             or args.min_block_time < 0:
         parser.error("--repeats and --rounds must be >= 1, --warmup, --mb and "
@@ -551,8 +553,9 @@ def select_layers(layers, spec):
     return chosen
 
 
-def main(argv=None, prog=None) -> int:
-    args = parse_args(argv, prog)
+def configure(args):
+    """``(threads, layers, algorithms)`` the parsed arguments ask for; a bad name exits with
+    a message."""
     threads = effective_threads(args.threads)
     layers = select_layers(shapes.load_suite(args.suite, mb=args.mb or None), args.layers)
     if args.algorithms:
@@ -560,6 +563,12 @@ def main(argv=None, prog=None) -> int:
         check_algorithm_names(algorithms)
     else:
         algorithms = [a for a in convlab.algorithms() if a != "reference"] + ["auto"]
+    return threads, layers, algorithms
+
+
+def main(argv=None, prog=None) -> int:
+    args = parse_args(argv, prog)
+    threads, layers, algorithms = configure(args)
     torch = None if args.no_torch else _try_import("torch")
     onnx = None if args.no_onnxruntime else _try_import("onnx")
     ort = None if args.no_onnxruntime else _try_import("onnxruntime")

@@ -34,6 +34,15 @@ def _thread_count(text: str) -> int:
     return value
 
 
+def refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with a usage error for ``--option=--``, which argparse before Python 3.12 turns
+    into an empty list instead of refusing it."""
+    for action in parser._actions:
+        if action.nargs is None and getattr(args, action.dest, None) == []:
+            name = "/".join(action.option_strings) or action.dest
+            parser.error(f"argument {name}: expected one argument")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m convlab",
                                      description="N-D convolutions on the CPU.")
@@ -63,6 +72,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="time every algorithm (and PyTorch/ONNX Runtime when installed) on a suite; "
              "see 'python -m convlab bench --help'")
     args, rest = parser.parse_known_args(argv)
+    if args.command != "bench":
+        refuse_empty_values(commands.choices[args.command], args)
     if args.command == "bench":
         from convlab.benchmark import main as bench_main
 
@@ -84,10 +95,10 @@ def _explain(args) -> int:
 
     try:
         layer = shapes.parse_descriptor(args.descriptor)
+        problem = layer.problem(mb=args.mb)  # sizes beyond what convlab computes are refused
     except ValueError as exc:
         print(f"error: descriptor: {exc}")
         return 2
-    problem = layer.problem(mb=args.mb)
     print(f"descriptor: {layer.canonical()}")
     print(select.explain_problem(problem, effective_threads(args.threads), args.precision))
     return 0

@@ -133,7 +133,15 @@ def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "def
         entry = tune.tuned(problem, threads, precision)
         if entry is None:
             raise LookupError("not tuned yet")
-        return get_algorithm(entry["choice"])
+        # A winner read from a cache file may be unknown here (another version, or an
+        # algorithm this process did not register) or unfit (an edited file): tune again.
+        if entry["choice"] not in registry.algorithms():
+            raise LookupError(f"tuned choice {entry['choice']!r} is not registered")
+        chosen = get_algorithm(entry["choice"])
+        if (chosen.supports(problem) is not None
+                or precision_excludes(chosen, precision, problem) is not None):
+            raise LookupError(f"tuned choice {entry['choice']!r} cannot run this problem")
+        return chosen
     chosen = get_algorithm(algorithm)
     reason = chosen.supports(problem)
     if reason is not None:
