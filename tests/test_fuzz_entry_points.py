@@ -50,6 +50,9 @@ try:
 except ImportError:  # pragma: no cover - ml_dtypes is a test extra
     ml_dtypes = None
 
+pytestmark = pytest.mark.thread_unsafe(
+    reason="the per-example watchdog (faulthandler.dump_traceback_later) is one per process")
+
 # Seconds one example may take before the watchdog dumps every thread's stack and ends the
 # process: far above the slowest example (well under a second in a release build), so
 # only a hang, or a sanitizer build on a very slow machine, reaches it.
