@@ -34,7 +34,7 @@ from typing import Callable, Dict, FrozenSet, Optional, Tuple
 
 import numpy as np
 import pytest
-from hypothesis import given, note, strategies as st
+from hypothesis import event, given, note, strategies as st
 
 import convlab
 from convlab import params, quantized, registry, select, transpose
@@ -123,6 +123,7 @@ def outcome(call: Callable, expected: Expected, refusal: Optional[str] = None):
     try:
         result = call()
     except (ValueError, TypeError) as error:
+        event(f"refused: {type(error).__name__}")
         message = str(error)
         names = expected.definite | expected.maybe | ({"algorithm"} if refusal else set())
         assert names, f"a valid call raised {type(error).__name__}: {message}"
@@ -136,6 +137,7 @@ def outcome(call: Callable, expected: Expected, refusal: Optional[str] = None):
     assert not expected.definite, (f"accepted a call that should raise naming one of "
                                    f"{sorted(expected.definite)}")
     assert refusal is None, f"ran although the algorithm refuses the problem: {refusal}"
+    event("computed")
     return result
 
 
@@ -245,6 +247,21 @@ class Geometry:
                                   self.data_format)
 
 
+def empty_axis():
+    """Which axis is zero-sized, if any (one problem in eight)."""
+    return weighted((7, st.just(None)), (1, st.sampled_from(
+        ("batch", "in-channels", "out-channels", "spatial", "kernel"))))
+
+
+def with_empty_axis(draw, empty, extents, kernel):
+    """(extents, kernel) with one of them zero on one axis when ``empty`` says so."""
+    extents, kernel = list(extents), list(kernel)
+    if empty in ("spatial", "kernel"):
+        target = extents if empty == "spatial" else kernel
+        target[draw(st.integers(0, len(target) - 1))] = 0
+    return tuple(extents), tuple(kernel)
+
+
 def per_axis(draw, rank, values, default_ok=True):
     """A keyword as a user writes it: None (default), an int for every axis, a tuple or a
     list. Returns (argument, per-axis values or None)."""
@@ -271,13 +288,15 @@ def forward_geometries(draw, extended=True):
     dense 3-kernels with unit strides and dilations (what Winograd runs)."""
     rank = draw(st.integers(1, 3))
     typical = {1: 7, 2: 5, 3: 3}[rank]
-    batch = draw(weighted((6, st.integers(1, 2)), (1, st.just(0))))
+    empty = draw(empty_axis())
+    batch = 0 if empty == "batch" else draw(st.integers(1, 2))
     if draw(weighted((3, st.just(False)), (1, st.just(True)))):  # depthwise, groups == IC
         groups, icg = draw(st.integers(2, 6)), 1
     else:
-        groups = draw(st.integers(1, 3))
-        icg = draw(weighted((8, st.integers(1, 3)), (1, st.just(0))))
-    ocg = draw(weighted((8, st.integers(1, 2)), (1, st.just(3)), (1, st.just(0))))
+        groups, icg = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    icg = 0 if empty == "in-channels" else icg
+    ocg = 0 if empty == "out-channels" else draw(weighted((8, st.integers(1, 2)),
+                                                          (1, st.just(3))))
     fit = draw(st.booleans())
     attributes = {}
     if draw(st.booleans()):
@@ -287,8 +306,7 @@ def forward_geometries(draw, extended=True):
         _put(attributes, "dilations", draw(st.sampled_from((None, 1, [1] * rank))))
     else:
         big_kernel = (4, 6) if rank < 3 else (4, 4)
-        kernel = tuple(draw(weighted((8, st.integers(1, 3)), (1, st.integers(*big_kernel)),
-                                     (0 if fit else 1, st.just(0))))
+        kernel = tuple(draw(weighted((8, st.integers(1, 3)), (1, st.integers(*big_kernel))))
                        for _ in range(rank))
         argument, strides = per_axis(draw, rank, weighted((8, st.integers(1, 3)),
                                                           (1, st.integers(4, 9))))
@@ -320,7 +338,7 @@ def forward_geometries(draw, extended=True):
     extents = []
     for k, s, d, pb, pe, l in zip(kernel, strides, dilations, begin, end, stretch):
         if not fit:
-            extents.append(draw(weighted((8, st.integers(1, typical)), (1, st.just(0)))))
+            extents.append(draw(st.integers(1, typical)))
             continue
         need = max(1, (k - 1) * d + 1 - (pb + pe if explicit else 0), 1 - pb - pe)
         if mode in ("reflect", "circular") and explicit:
@@ -332,7 +350,8 @@ def forward_geometries(draw, extended=True):
     _put(attributes, "groups", groups_argument)
     _put(attributes, "data_format", draw(st.sampled_from((None, "NXC", "NCX", "ncx"))))
     _put(attributes, "weights_format", draw(st.sampled_from((None, "XIO", "OIX", "oix"))))
-    return Geometry(rank, batch, groups, icg, ocg, tuple(extents), kernel, attributes)
+    extents, kernel = with_empty_axis(draw, empty, extents, kernel)
+    return Geometry(rank, batch, groups, icg, ocg, extents, kernel, attributes)
 
 
 # --------------------------------------------------------------------------- arrays
@@ -927,10 +946,13 @@ def test_post_ops(call, data):
             call.arrays[name] = np.asarray(value, np.float32)
     problem = _problem_or_none(call.arrays, call.attributes)
     if problem is None or call.expected != VALID:
+        event("not a valid problem")
         return
     algorithm = data.draw(st.sampled_from(["auto"] + convlab.algorithms()))
     if forced_refusal(problem, algorithm):
+        event("the algorithm refuses the problem")
         return
+    event("computed")
     ops = data.draw(post_op_chains(problem))
     dtype = problem.dtype
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
@@ -1111,23 +1133,27 @@ class TransposeCall:
 def transpose_calls(draw):
     rank = draw(st.integers(1, 3))
     typical = {1: 5, 2: 3, 3: 2}[rank]
-    batch = draw(weighted((6, st.integers(1, 2)), (1, st.just(0))))
+    empty = draw(empty_axis())
+    batch = 0 if empty == "batch" else draw(st.integers(1, 2))
     groups = draw(st.integers(1, 3))
-    icg = draw(weighted((8, st.integers(1, 3)), (1, st.just(0))))
-    ocg = draw(weighted((8, st.integers(1, 2)), (1, st.just(3)), (1, st.just(0))))
-    extents = tuple(draw(weighted((8, st.integers(1, typical)), (1, st.just(0))))
-                    for _ in range(rank))
-    kernel = tuple(draw(weighted((8, st.integers(1, 3)), (1, st.integers(4, 5)),
-                                 (1, st.just(0)))) for _ in range(rank))
+    icg = 0 if empty == "in-channels" else draw(st.integers(1, 3))
+    ocg = 0 if empty == "out-channels" else draw(weighted((8, st.integers(1, 2)),
+                                                          (1, st.just(3))))
+    dense3 = draw(st.booleans())  # 3-kernels, dilation 1: what forward Winograd runs
+    extents, kernel = with_empty_axis(draw, empty, tuple(
+        draw(st.integers(1, typical)) for _ in range(rank)), (3,) * rank if dense3 else tuple(
+        draw(weighted((8, st.integers(1, 3)), (1, st.integers(4, 5)))) for _ in range(rank)))
     attributes = {}
     argument, strides = per_axis(draw, rank, weighted((6, st.integers(1, 3)),
                                                       (1, st.integers(4, 6))))
     _put(attributes, "strides", argument)
     strides = strides or (1,) * rank
-    argument, dilations = per_axis(draw, rank, weighted((6, st.integers(1, 2)),
-                                                        (1, st.integers(3, 5))))
-    _put(attributes, "dilations", argument)
-    dilations = dilations or (1,) * rank
+    dilations = (1,) * rank
+    if not dense3:
+        argument, dilations = per_axis(draw, rank, weighted((6, st.integers(1, 2)),
+                                                            (1, st.integers(3, 5))))
+        _put(attributes, "dilations", argument)
+        dilations = dilations or (1,) * rank
     definite = set()
     # output_padding < max(stride, dilation); sometimes not
     room = [max(s, d) for s, d in zip(strides, dilations)]
