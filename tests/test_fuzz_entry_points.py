@@ -1451,3 +1451,24 @@ def test_algorithm_that_is_not_a_string_is_a_type_error(entry, algorithm):
     }
     with pytest.raises(TypeError, match=re.escape(f"algorithm={algorithm!r} must be a string")):
         calls[entry]()
+
+
+@pytest.mark.parametrize("data_format, weights_format", [("NXC", "XIO"), ("NCX", "OIX")])
+def test_backward_weights_when_pads_crop_the_whole_input(data_format, weights_format):
+    """pads_begin=-2 crops more than an extent of 1, pads_end=4 pads it back to 3: every tap
+    reads padding, so diff_weights is zero (the padded copy once failed to broadcast)."""
+    rng = np.random.default_rng(5)
+    src = to_data_format(rng.standard_normal((2, 2, 1, 4)), data_format)  # N=2, IC=2, 1x4
+    weights_shape = to_weights_format(np.zeros((3, 2, 3, 2)), weights_format).shape
+    attributes = dict(pads_begin=(-2, 0), pads_end=(4, 1), data_format=data_format,
+                      weights_format=weights_format)
+    problem = problem_of(src, ShapeOnly(weights_shape, src.dtype), None, attributes)
+    assert problem.output_shape == (1, 4)
+    diff_dst = rng.standard_normal(problem.dst_shape)
+    diff_weights, diff_bias = convlab.convolve_backward_weights(src, diff_dst, weights_shape,
+                                                                **attributes)
+    expected_w, expected_b = backward_weights_oracle(_ncx(src, problem), _ncx(diff_dst, problem),
+                                                     problem)
+    assert not expected_w.any()
+    np.testing.assert_array_equal(diff_weights, 0.0)
+    np.testing.assert_allclose(diff_bias, expected_b, rtol=1e-12)

@@ -9,8 +9,8 @@
   per call would cross it (the problems' results are 0.5-2 KiB). These calls run with one
   OpenMP thread (two named entries pass threads=2): on a busy machine each parallel
   region of a two-thread call can wait for the other thread to be scheduled, which made
-  tiny int8 and data-dilated calls take 14-45 ms instead of 0.3-0.9 ms (load average 10
-  on 2 cores), and the memory figure does not need it.
+  tiny int8 and data-dilated calls tens of times slower, and the memory figure does not
+  need the second thread.
 
 Each test prints its figures (``pytest -s`` shows them): calls, wall time, and the growth.
 """
