@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from convlab import cost_model, registry, tune
+from convlab import cost_model, cpu, registry, tune
 from convlab.params import ConvProblem
 from convlab.registry import Algorithm, Estimate, get_algorithm, registered
 
@@ -151,6 +151,8 @@ class Explanation:
     candidates: List[Candidate]
     choice: str
     tuned: Optional[dict] = None
+    # the machine the estimates are for (convlab.cpu.cpu_info), as it was when explained
+    machine: Dict[str, Any] = field(default_factory=cpu.cpu_info)
 
     def to_dict(self) -> Dict[str, Any]:
         tuned_seconds = (self.tuned or {}).get("seconds", {})
@@ -159,6 +161,7 @@ class Explanation:
             "flops": self.problem.flops,
             "threads": self.threads,
             "precision": self.precision,
+            "cpu": dict(self.machine),
             "choice": self.choice,
             "tuned_choice": None if self.tuned is None else self.tuned["choice"],
             "candidates": [
@@ -176,7 +179,8 @@ class Explanation:
         tuned_seconds = (self.tuned or {}).get("seconds", {})
         lines = [f"problem: {self.problem.describe()}",
                  f"work: {self.problem.flops / 1e9:.3f} GFLOP, threads: {self.threads}, "
-                 f"precision: {self.precision}"]
+                 f"precision: {self.precision}",
+                 f"cpu: {cpu.summary(self.machine)}"]
         for c in self.candidates:
             if not c.viable:
                 lines.append(f"  {c.name:<12} cannot run: {c.reason}")

@@ -14,7 +14,7 @@
  *
  * The kernel bodies live in direct_microkernel_impl.h, included once per element type
  * and ISA level; the wide levels carry GCC target attributes and are chosen at run time
- * (cl_isa_best), so the module runs on any x86-64 CPU and builds on other architectures
+ * (isa_level.h), so the module runs on any x86-64 CPU and builds on other architectures
  * and compilers with the portable level only. */
 #ifndef CONVLAB_DIRECT_MICROKERNEL_H
 #define CONVLAB_DIRECT_MICROKERNEL_H
@@ -24,19 +24,7 @@
 #include <string.h>
 
 #include "epilogue.h"
-
-/* ISA levels, widest last. CL_ISA_DEFAULT is whatever the baseline compiler flags give
- * (SSE2 on x86-64), and the only level on other architectures and compilers. */
-enum { CL_ISA_DEFAULT = 0, CL_ISA_AVX2 = 1, CL_ISA_AVX512 = 2, CL_ISA_COUNT = 3 };
-
-/* CONVLAB_NO_ISA_DISPATCH builds only the portable level (to test it, or for compilers
- * without target attributes). */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) \
-    && !defined(CONVLAB_NO_ISA_DISPATCH)
-#define CL_X86_DISPATCH 1
-#else
-#define CL_X86_DISPATCH 0
-#endif
+#include "isa_level.h"
 
 /* The geometry shared by every item of one call. Filled by the caller (the first block of
  * fields) and by cl_plan (the rest). */
@@ -237,25 +225,6 @@ typedef struct {
 #endif /* CL_X86_DISPATCH */
 
 /* ------------------------------------------------------------------ dispatch */
-
-/* The widest level this CPU (and its OS, which must save the wide registers) runs. */
-static int cl_isa_supported(int isa) {
-    if (isa == CL_ISA_DEFAULT) return 1;
-#if CL_X86_DISPATCH
-    __builtin_cpu_init();
-    if (isa == CL_ISA_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (isa == CL_ISA_AVX512) return __builtin_cpu_supports("avx512f");
-#endif
-    return 0;
-}
-
-static int cl_isa_best(void) {
-    int isa;
-    for (isa = CL_ISA_COUNT - 1; isa > CL_ISA_DEFAULT; isa--)
-        if (cl_isa_supported(isa)) return isa;
-    return CL_ISA_DEFAULT;
-}
 
 /* Vector width in elements of `itemsize` bytes at level `isa`. */
 static ptrdiff_t cl_isa_lanes(int isa, size_t itemsize) {
