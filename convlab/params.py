@@ -581,10 +581,12 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
                              f"the input extent {i} to {padded}; expected a padded extent >= 1")
         o = output_extent(i, k, s, d, pb, pe)
         if o < 1:
+            # name the arguments behind each figure: weights (K), dilations, src (I), pads
             raise ValueError(f"spatial axis {axis}: the dilated kernel extent "
-                             f"{(k - 1) * d + 1} (K={k}, D={d}) is larger than the padded "
-                             f"input extent {padded} (I={i}, P_b={pb}, P_e={pe}); the output "
-                             f"would be empty")
+                             f"{(k - 1) * d + 1} (weights K={k}, dilations D={d}) is larger "
+                             f"than the padded input extent {padded} (src I={i}, pads_begin="
+                             f"{pb}, pads_end={pe}, auto_pad={auto_pad!r}); the output would "
+                             f"be empty")
         output_shape.append(o)
     output_shape = tuple(output_shape)
 

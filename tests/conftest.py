@@ -218,6 +218,13 @@ def run_python_in_checkout(code: str) -> None:
 
 # --------------------------------------------------------------------------- mocks
 
+# pytest-run-parallel (--parallel-threads=N) runs each test in N threads at once; a test
+# that changes process-wide state would change it under the other threads' feet.
+MUTATES_REGISTRY = pytest.mark.thread_unsafe(
+    reason="registers an algorithm in the process-wide registry, where the other threads' "
+           "calls (auto, algorithms()) would find it")
+
+
 @contextlib.contextmanager
 def temporary_algorithm(run, **options):
     """Register ``run`` under a fresh name for the duration of the block, then remove it."""

@@ -12,6 +12,10 @@ from conftest import random_tensors, temporary_algorithm
 import convlab
 from convlab.registry import get_algorithm
 
+pytestmark = pytest.mark.thread_unsafe(
+    reason="tune's winners live in one process-wide cache (and file), which every test "
+           "clears and fills, and the mocks in the process-wide registry")
+
 
 @pytest.fixture(autouse=True)
 def fresh_tune_cache():
