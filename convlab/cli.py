@@ -39,6 +39,11 @@ def _thread_count(text: str) -> int:
     return value
 
 
+# Rounds of one contender differing by more than this (median over contenders) mean the
+# calibration timed a busy machine.
+BUSY_SPREAD = 1.5
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -141,6 +146,11 @@ def _calibrate(args) -> int:
             print(f"  in-sample regret with the {label} constants: geo-mean "
                   f"{regret['geo_mean']:.3f}, worst {regret['worst']:.2f} over "
                   f"{regret['cases']} cases")
+    load, spread = provenance["load_average"][0], provenance["spread"]
+    if (load is not None and load > provenance["cores"]) or (spread or 1.0) > BUSY_SPREAD:
+        print(f"  warning: the machine was busy (load average {load}, {provenance['cores']} "
+              f"cores; a contender's rounds differed by {spread}x at the median): the "
+              f"constants fit that load; run it again when the machine is quiet")
     if provenance["skipped_problems"]:
         print(f"  left out for the budget: {', '.join(provenance['skipped_problems'])}")
     print(f"constants now in force: {cost_model.describe_constants(result.key['threads'])}")

@@ -146,9 +146,10 @@ def describe_constants(threads: Optional[int] = None) -> str:
     chosen = in_force(threads)
     source = chosen.data.get("source", {})
     if chosen.origin == "calibrated":
-        provenance = chosen.data.get("provenance", {})
-        return (f"calibrated on this machine on {provenance.get('date', '?')} "
-                f"({chosen.isa}, {chosen.threads} threads, budget "
+        provenance, key = chosen.data.get("provenance", {}), chosen.data.get("key", {})
+        return (f"calibrated on this machine on {provenance.get('date', '?')} for "
+                f"{key.get('cpu_model', '?')}, {chosen.isa}, {chosen.threads} threads, "
+                f"convlab {key.get('convlab_version', '?')} (budget "
                 f"{provenance.get('budget_s', '?')} s): {chosen.path}")
     command = str(source.get("command", "?"))
     if len(command) > SHOWN_COMMAND_CHARS:

@@ -29,6 +29,7 @@ import functools
 import json
 import math
 import numbers
+import os
 import statistics
 import sys
 import time
@@ -165,6 +166,14 @@ class Calibration:
                 f"{p['wall_s']:.1f} s (budget {p['budget_s']:g} s): {self.path}")
 
 
+def _load_average() -> Optional[float]:
+    """The 1-minute load average (runnable threads), where the OS reports one."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def _check_budget(budget_s) -> float:
     if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real) \
             or not math.isfinite(budget_s) or budget_s < MIN_BUDGET_SECONDS:
@@ -210,6 +219,13 @@ class DesignTimings:
     rounds: int
     problems: List[str]
     skipped: List[str]
+
+    def spread(self) -> Optional[float]:
+        """The median, over contenders timed in several rounds, of their slowest round's
+        median over their fastest's: near 1 on a quiet machine, well above on a busy one."""
+        ratios = [max(c.samples) / min(c.samples) for c in self.contenders
+                  if len(c.samples) > 1 and min(c.samples) > 0]
+        return round(statistics.median(ratios), 3) if ratios else None
 
     def timings(self):
         """The measurements as :class:`convlab.calibration.fit.Timing` rows (each case its
@@ -300,12 +316,14 @@ def calibrate(budget_s: float = 60.0, threads: Optional[int] = None, *,
     shipped = store.shipped(store.shipped_level_for(str(key["isa"])))
     priced = list(shipped["constants"])
     bar = Progress(budget, progress)
+    load_before = _load_average()
     measured = time_design(started + budget - reserve_seconds(budget), n_threads, priced, bar)
     if not measured.contenders:
         raise RuntimeError(f"calibrate: budget_s={budget:g} left no time to time a single "
                            f"problem on this machine; give it more seconds")
 
     bar.update("fitting", force=True)
+    load_after = _load_average()
     timings = measured.timings()
     fitted = fit.fit(timings, fallback=shipped["constants"])
     for name in priced:
@@ -331,6 +349,10 @@ def calibrate(budget_s: float = 60.0, threads: Optional[int] = None, *,
             "budget_s": round(budget, 2), "wall_s": round(wall, 2),
             "rounds": measured.rounds, "problems": measured.problems,
             "skipped_problems": measured.skipped, "timings": len(timings),
+            "load_average": [load_before, load_after], "cores": available_cores(),
+            "spread": measured.spread(),
+            "medians": [[c.problem, c.mode, c.algorithm, float(f"{t.seconds:.4g}"),
+                         len(c.samples)] for c, t in zip(measured.contenders, timings)],
             "residuals": {name: {t: r.to_dict() for t, r in by_threads.items()}
                           for name, by_threads in fitted.residuals.items()},
             "unpinned_terms": {name: by_threads[str(n_threads)]
