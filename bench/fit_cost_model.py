@@ -141,8 +141,10 @@ def collect_design(args):
                   f"{measured.rounds} rounds")
         print(f"design at {threads} thread(s): {len(measured.problems)} problems, "
               f"{measured.rounds} rounds; left out: {', '.join(measured.skipped) or 'none'}")
+        batch = {p.name: p.layer().mb for p in design.DESIGN}
         for c in measured.contenders:
-            rows.append(dict(suite=DESIGN_SUITE, layer=c.problem, mb=1, threads=threads,
+            rows.append(dict(suite=DESIGN_SUITE, layer=c.problem, mb=batch[c.problem],
+                             threads=threads,
                              algorithm=c.algorithm, mode=c.mode,
                              seconds=statistics.median(c.samples), runs=len(c.samples)))
     return rows
