@@ -140,7 +140,7 @@ def test_direct_prepares_depthwise_weights_from_the_callers_layout(rng, channels
 
 def _with_margins(monkeypatch, margins):
     stored = dict(cost_model.fitted(), selection_margins=margins)
-    monkeypatch.setattr(cost_model, "fitted", lambda: stored)
+    monkeypatch.setattr(cost_model, "fitted", lambda threads=None: stored)
     select._cached_choice.cache_clear()
 
 
