@@ -10,6 +10,11 @@ from pkgutil import extend_path
 # the installed compiled modules (see convlab/kernels/__init__.py).
 __path__ = extend_path(__path__, __name__)
 
+# The instruction-set cap (CONVLAB_MAX_CPU_ISA) is read once, here, before any kernel runs.
+from convlab import cpu as _cpu
+
+_cpu._read_environment()
+
 from convlab.registry import (Algorithm, Estimate, algorithms, register_algorithm,
                               unregister_algorithm)
 from convlab.api import convolve, explain, select_algorithm

@@ -80,6 +80,7 @@ def convolve_backward_data(diff_dst, weights, src_shape: Sequence[int], *,
     diff_dst = params.as_array("diff_dst", diff_dst)
     weights = params.as_array("weights", weights)
     src_shape = _shape_argument("src_shape", src_shape)
+    params.reject_8bit("convolve_backward_data", ("diff_dst", diff_dst), ("weights", weights))
     params.compute_dtype(("diff_dst", diff_dst.dtype))
     problem = _forward_problem(src_shape, diff_dst.dtype, weights.shape, weights.dtype, dict(
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
@@ -147,6 +148,7 @@ def convolve_backward_weights(src, diff_dst, weights_shape: Sequence[int], *,
     src = params.as_array("src", src)
     diff_dst = params.as_array("diff_dst", diff_dst)
     weights_shape = _shape_argument("weights_shape", weights_shape)
+    params.reject_8bit("convolve_backward_weights", ("src", src), ("diff_dst", diff_dst))
     dtype = params.compute_dtype(("src", src.dtype), ("diff_dst", diff_dst.dtype))
     problem = _forward_problem(src.shape, src.dtype, weights_shape, dtype, dict(
         strides=strides, pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,

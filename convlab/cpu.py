@@ -1,18 +1,34 @@
-"""Facts about the CPU the kernels run on: its model, cache sizes and instruction-set levels.
+"""Facts about the CPU the kernels run on: its model, cache sizes and instruction-set levels,
+and the cap on those levels.
 
 Selection, calibration, ``explain`` and the bench all read the machine through this module,
 so that nothing assumes the CPU the cost constants were first fitted on.
+
+The kernels run the widest instruction-set level the CPU supports, at most a cap, as
+oneDNN's ``ONEDNN_MAX_CPU_ISA``: the environment variable ``CONVLAB_MAX_CPU_ISA``
+(``baseline``, ``avx2`` or ``avx512``, any case), read once when convlab is imported, or
+:func:`set_max_isa` / :func:`max_isa` at run time. Every compiled kernel module keeps its
+own copy of the level in effect (its C statics); each registers here as it is imported
+(:func:`_follow_cap`) and every change of the cap reaches all of them.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import os
 import platform
-from typing import Dict, Optional
+import threading
+import warnings
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
 # Instruction-set levels, narrowest first. "baseline" is what the build targets everywhere
-# (SSE2 on x86-64, plain C elsewhere); the wider ones are chosen at run time.
+# (SSE2 on x86-64, plain C elsewhere); the wider ones are chosen at run time: "avx2" is
+# x86-64-v3 (AVX2, FMA, BMI2, ...), "avx512" x86-64-v4 (AVX-512 F, BW, CD, DQ, VL).
 ISA_LEVELS = ("baseline", "avx2", "avx512")
+
+# The environment variable of the cap, read once by ``import convlab``.
+ENVIRONMENT = "CONVLAB_MAX_CPU_ISA"
 
 
 def _cpuinfo_fields() -> Dict[str, str]:
@@ -78,25 +94,192 @@ def cache_sizes() -> Dict[str, int]:
     return sizes
 
 
+def supported_levels() -> Tuple[str, ...]:
+    """The levels this CPU (and its OS) can run with this build, narrowest first; the cap
+    does not change them."""
+    from convlab.kernels import _runtime
+
+    return tuple(ISA_LEVELS[level] for level in _runtime.supported_isa_levels())
+
+
 def detected_isa() -> str:
     """The widest level this CPU (and its OS) can run."""
-    from convlab.kernels import _direct
-
-    return _to_level(_direct.supported_isas()[-1])
+    return supported_levels()[-1]
 
 
 def effective_isa() -> str:
-    """The widest level the kernels use now."""
-    from convlab.kernels import _direct
+    """The widest level the kernels use now: the detected one, at most the cap."""
+    detected = ISA_LEVELS.index(detected_isa())
+    cap = len(ISA_LEVELS) - 1 if _cap is None else ISA_LEVELS.index(_cap)
+    return ISA_LEVELS[min(detected, cap)]
 
-    return _to_level(_direct.get_isa())
+
+# --------------------------------------------------------------------------- the cap
+
+_lock = threading.RLock()
+_cap: Optional[str] = None         # the level asked for; None: no cap
+_cap_source: Optional[str] = None  # ENVIRONMENT or "set_max_isa" while a cap is in force
+# kernel module name -> its _set_isa_cap(level index), for every module imported so far
+_followers: Dict[str, Callable[[int], int]] = {}
 
 
-def _to_level(kernel_name: str) -> str:
-    return "baseline" if kernel_name == "default" else kernel_name
+def _level_index(cap: Optional[str]) -> int:
+    return len(ISA_LEVELS) - 1 if cap is None else ISA_LEVELS.index(cap)
+
+
+def _follow_cap(module_name: str, set_cap: Callable[[int], int]) -> None:
+    """Called by each compiled kernel module as it is imported: its level follows the cap
+    from now on."""
+    with _lock:
+        _followers[module_name] = set_cap
+        set_cap(_level_index(_cap))
+
+
+def _apply(cap: Optional[str], source: Optional[str]) -> None:
+    global _cap, _cap_source
+    with _lock:
+        _cap, _cap_source = cap, (None if cap is None else source)
+        for set_cap in _followers.values():
+            set_cap(_level_index(cap))
+
+
+def _parse(value, what: str) -> Optional[str]:
+    """A level name in any case (None stays None) -> its ISA_LEVELS spelling."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str (one of {', '.join(ISA_LEVELS)}) or None; "
+                        f"got {type(value).__name__}")
+    name = value.strip().lower()
+    if name not in ISA_LEVELS:
+        also = "or unset" if what == ENVIRONMENT else f"or None, as for {ENVIRONMENT}"
+        raise ValueError(f"{what}={value!r} is not an instruction-set level; expected one of "
+                         f"{', '.join(ISA_LEVELS)} (any case), {also}")
+    return name
+
+
+def _warn_if_above_cpu(cap: Optional[str], what: str, stacklevel: int) -> None:
+    detected = detected_isa()
+    if cap is not None and ISA_LEVELS.index(cap) > ISA_LEVELS.index(detected):
+        warnings.warn(f"{what}={cap!r} is above what this CPU runs; the kernels use "
+                      f"{detected!r}", RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+def set_max_isa(level: Optional[str]) -> Optional[str]:
+    """Cap every kernel's instruction-set level at ``level`` ("baseline", "avx2" or
+    "avx512", any case; None removes the cap), as ``CONVLAB_MAX_CPU_ISA`` does at import.
+    Returns the previous cap (None for none), so ``set_max_isa(previous)`` restores it.
+
+    A cap above what the CPU runs leaves the CPU's widest level in effect, with a
+    RuntimeWarning. Set it between convolutions: a call running in another thread may mix
+    levels (each computes correctly). Winograd weights prepared for a wider GEMM level are
+    transformed again for the new one by their next run.
+    """
+    cap = _parse(level, "level")
+    _warn_if_above_cpu(cap, "level", stacklevel=2)
+    with _lock:
+        previous = _cap
+        _apply(cap, "set_max_isa")
+    return previous
+
+
+@contextlib.contextmanager
+def max_isa(level: Optional[str]) -> Iterator[str]:
+    """Run the block with the kernels capped at ``level`` (see :func:`set_max_isa`), then
+    restore the cap before it; yields the level in effect."""
+    cap = _parse(level, "level")
+    _warn_if_above_cpu(cap, "level", stacklevel=3)  # through contextlib's __enter__
+    with _lock:
+        before = (_cap, _cap_source)
+        _apply(cap, "set_max_isa")
+    try:
+        yield effective_isa()
+    finally:
+        _apply(*before)
+
+
+def max_isa_cap() -> Tuple[Optional[str], Optional[str]]:
+    """(the cap in force or None, where it came from: "CONVLAB_MAX_CPU_ISA",
+    "set_max_isa" or None)."""
+    with _lock:
+        return _cap, _cap_source
+
+
+def _read_environment() -> None:
+    """Apply ``CONVLAB_MAX_CPU_ISA`` (``import convlab`` calls this once); an unknown value
+    raises ValueError."""
+    raw = os.environ.get(ENVIRONMENT, "")
+    if os.environ.get("CONVLAB_DIRECT_ISA", "").strip():
+        warnings.warn(f"CONVLAB_DIRECT_ISA is no longer read; {ENVIRONMENT} "
+                      f"({', '.join(ISA_LEVELS)}) caps every kernel", RuntimeWarning,
+                      stacklevel=2)
+    if not raw.strip():
+        return
+    cap = _parse(raw, ENVIRONMENT)
+    _warn_if_above_cpu(cap, ENVIRONMENT, stacklevel=2)
+    _apply(cap, ENVIRONMENT)
+
+
+def kernel_isa_levels() -> Dict[str, Dict[str, object]]:
+    """Per part of each compiled kernel module ("direct", "winograd_transforms",
+    "im2col_unfold", "<module>_epilogue", ...): the level it runs at now and the levels it
+    has code for, e.g. ``{"now": "avx2", "built": ("baseline", "avx2", "avx512")}``. The
+    im2col unfold has no AVX2 copy, so it runs "baseline" there. Imports every kernel
+    module, so that each has registered (:func:`_follow_cap`)."""
+    import pkgutil
+
+    import convlab.kernels
+
+    for module in pkgutil.iter_modules(convlab.kernels.__path__, "convlab.kernels."):
+        importlib.import_module(module.name)
+    parts: Dict[str, Dict[str, object]] = {}
+    with _lock:
+        names = list(_followers)
+    for name in names:
+        module = importlib.import_module(name)
+        built = module.BUILT_ISA_LEVELS
+        for part, level in module.isa_levels().items():
+            parts[part] = {"now": ISA_LEVELS[level],
+                           "built": tuple(ISA_LEVELS[i] for i in built[part])}
+    return parts
+
+
+# --------------------------------------------------------------------------- summaries
+
+def cache_bytes(level: str, fallback: int) -> int:
+    """Bytes of cache ``level`` ("L1d", "L2", "L3") per core, or ``fallback`` where the OS
+    does not say."""
+    size = cache_sizes().get(level)
+    return size if size and size > 0 else fallback
 
 
 def cpu_info() -> Dict[str, object]:
-    """Model, architecture, cache sizes, and the detected and effective ISA levels."""
+    """Model, architecture, cache sizes, the detected and effective ISA levels, and the
+    cap in force (None for none) with where it came from (``CONVLAB_MAX_CPU_ISA`` or
+    ``set_max_isa``)."""
+    cap, source = max_isa_cap()
     return {"model": cpu_model(), "machine": platform.machine(), "caches": cache_sizes(),
-            "isa_detected": detected_isa(), "isa_effective": effective_isa()}
+            "isa_detected": detected_isa(), "isa_effective": effective_isa(),
+            "isa_cap": cap, "isa_cap_source": source}
+
+
+def _format_bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def summary(info: Optional[Dict[str, object]] = None) -> str:
+    """One line: model, caches, and the ISA level in effect (with the detected one and the
+    cap, when a cap lowers it)."""
+    info = cpu_info() if info is None else info
+    caches = ", ".join(f"{level} {_format_bytes(size)}"
+                       for level, size in info["caches"].items()) or "caches unknown"
+    isa = f"isa {info['isa_effective']}"
+    if info["isa_cap"] is not None:
+        isa += (f" (detected {info['isa_detected']}, capped at {info['isa_cap']} by "
+                f"{info['isa_cap_source']})")
+    else:
+        isa += f" (detected {info['isa_detected']})"
+    return f"{info['model']}; {caches}; {isa}"

@@ -302,6 +302,17 @@ def _check_dtype(name: str, dtype: np.dtype) -> None:
                         f"(float32 or float64, float16/bfloat16, or 8-bit integers)")
 
 
+def reject_8bit(operation: str, *named_arrays) -> None:
+    """8-bit integer tensors are quantized data, which only :func:`convlab.convolve` takes
+    (docs/specification.md §3.4); elsewhere they are a TypeError naming the argument rather
+    than a silent conversion to float."""
+    for name, array in named_arrays:
+        if array is not None and array.dtype.kind in "iu" and array.dtype.itemsize == 1:
+            raise TypeError(f"{name} has dtype {array.dtype}; {operation} takes floating-point "
+                            f"tensors (8-bit quantized inputs are supported by convolve only): "
+                            f"cast {name} to a float type")
+
+
 def compute_dtype(*named_dtypes) -> np.dtype:
     """SPEC §3: floats combine by numpy.result_type; other integers and bools become float64;
     float16 and bfloat16 compute in float32. (8-bit problems go through

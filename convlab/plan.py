@@ -89,6 +89,12 @@ class Convolution:
         rank = len(shape) - 2
         kernel = shape[2:] if weights_format == "OIX" else shape[:-2]
         icg = shape[1] if weights_format == "OIX" else shape[-2]
+        # the probe below is built from these, so an empty one must be named here
+        for axis, extent in enumerate(kernel):
+            if extent < 1:
+                raise ValueError(f"weights kernel axis {axis} has extent {extent}; expected >= 1")
+        if icg < 1:
+            raise ValueError(f"weights has IC/G={icg} input channels per group; expected >= 1")
         groups = params._as_int("groups", self._attributes["groups"])
         slack = sum(abs(v) for key in ("pads_begin", "pads_end", "strides", "dilations")
                     for v in np.atleast_1d(np.asarray(self._attributes[key] or 0)).tolist()

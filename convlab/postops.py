@@ -301,6 +301,8 @@ def epilogue(problem: ConvProblem, ops, algorithm, out=None):
     copy of dst, still cheaper than a separate output stage."""
     if not ops or algorithm.fuse_post_ops is None or fusion_blocker(problem, ops):
         return None
+    if problem.batch == 0:
+        return None  # no kernel runs on an empty batch: nothing to fuse into
     if not algorithm.fuse_post_ops(problem, False):
         return None
     seeded = _seeds_sum(problem, ops, algorithm)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from convlab import cost_model, registry, tune
+from convlab import cost_model, cpu, registry, tune
 from convlab.params import ConvProblem
 from convlab.registry import Algorithm, Estimate, get_algorithm, registered
 
@@ -65,12 +65,22 @@ class Candidate:
         return self.viable and self.auto and self.excluded is None
 
 
+# An empty batch has no work for any algorithm: cost hooks count work per image and per
+# thread, so they are not asked about it (docs/specification.md, "Empty batches").
+EMPTY_BATCH_ESTIMATE = Estimate(0.0, {"work": "none: the batch is empty"})
+
+
 def assess(problem: ConvProblem, threads: int, precision: str = "default") -> List[Candidate]:
     """Every registered algorithm with its verdict on the problem."""
     rows = []
     for algorithm in registered():
         reason = algorithm.supports(problem)
-        estimate = algorithm.cost(problem, threads) if reason is None else None
+        if reason is not None:
+            estimate = None
+        elif problem.batch == 0:
+            estimate = EMPTY_BATCH_ESTIMATE
+        else:
+            estimate = algorithm.cost(problem, threads)
         rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto,
                               precision_excludes(algorithm, precision, problem)))
     return rows
@@ -141,6 +151,8 @@ class Explanation:
     candidates: List[Candidate]
     choice: str
     tuned: Optional[dict] = None
+    # the machine the estimates are for (convlab.cpu.cpu_info), as it was when explained
+    machine: Dict[str, Any] = field(default_factory=cpu.cpu_info)
 
     def to_dict(self) -> Dict[str, Any]:
         tuned_seconds = (self.tuned or {}).get("seconds", {})
@@ -149,6 +161,7 @@ class Explanation:
             "flops": self.problem.flops,
             "threads": self.threads,
             "precision": self.precision,
+            "cpu": dict(self.machine),
             "choice": self.choice,
             "tuned_choice": None if self.tuned is None else self.tuned["choice"],
             "candidates": [
@@ -166,7 +179,8 @@ class Explanation:
         tuned_seconds = (self.tuned or {}).get("seconds", {})
         lines = [f"problem: {self.problem.describe()}",
                  f"work: {self.problem.flops / 1e9:.3f} GFLOP, threads: {self.threads}, "
-                 f"precision: {self.precision}"]
+                 f"precision: {self.precision}",
+                 f"cpu: {cpu.summary(self.machine)}"]
         for c in self.candidates:
             if not c.viable:
                 lines.append(f"  {c.name:<12} cannot run: {c.reason}")

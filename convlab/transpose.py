@@ -389,6 +389,7 @@ def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
     src = params.as_array("src", src)
     weights = params.as_array("weights", weights)
     bias = None if bias is None else params.as_array("bias", bias)
+    params.reject_8bit("conv_transpose", ("src", src), ("weights", weights), ("bias", bias))
     problem = make_transpose_problem(
         src.shape, src.dtype, weights.shape, weights.dtype,
         None if bias is None else bias.shape, None if bias is None else bias.dtype,

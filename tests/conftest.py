@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -163,6 +164,42 @@ def random_tensors(rng, *, batch, in_channels, out_channels, groups, input_shape
         (out_channels, in_channels // groups, *kernel_shape)).astype(dtype)
     b = rng.standard_normal(out_channels).astype(dtype) if bias else None
     return to_data_format(src, data_format), to_weights_format(weights, weights_format), b
+
+
+# --------------------------------------------------------------------------- ISA levels
+
+def _test_isa_levels() -> list:
+    """The instruction-set levels that tests taking the ``isa_level`` fixture run at.
+
+    ``CONVLAB_TEST_ISA_LEVELS``: ``all`` (the default) runs every level this CPU has up to
+    the one in effect (``CONVLAB_MAX_CPU_ISA`` lowers it), ``native`` only the level in
+    effect, or a comma-separated list of levels (those above the CPU are left out).
+    """
+    effective = convlab.cpu.ISA_LEVELS.index(convlab.cpu.effective_isa())
+    runnable = [level for level in convlab.cpu.supported_levels()
+                if convlab.cpu.ISA_LEVELS.index(level) <= effective]
+    asked = os.environ.get("CONVLAB_TEST_ISA_LEVELS", "all").strip().lower()
+    if asked == "all":
+        return runnable
+    if asked == "native":
+        return [convlab.cpu.effective_isa()]
+    wanted = [name.strip() for name in asked.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in convlab.cpu.ISA_LEVELS]
+    if unknown:
+        raise ValueError(f"CONVLAB_TEST_ISA_LEVELS={asked!r}: {unknown} are not levels; "
+                         f"expected all, native or some of {convlab.cpu.ISA_LEVELS}")
+    return [level for level in runnable if level in wanted]
+
+
+TEST_ISA_LEVELS = _test_isa_levels()
+
+
+@pytest.fixture(params=TEST_ISA_LEVELS)
+def isa_level(request):
+    """The test runs once per level of TEST_ISA_LEVELS, with every kernel capped at it."""
+    with convlab.cpu.max_isa(request.param) as level:
+        assert level == request.param
+        yield level
 
 
 # --------------------------------------------------------------------------- processes

@@ -385,3 +385,25 @@ def test_remembered_problems_do_not_hide_type_errors(valid, invalid):
     convlab.convolve(src, weights, **valid)
     with pytest.raises(TypeError, match=next(iter(invalid))):
         convlab.convolve(src, weights, **invalid)
+
+
+@pytest.mark.parametrize("operation, arguments, argument", [
+    ("conv_transpose", lambda q, f: ((q((1, 6, 7, 7), np.uint8), f((6, 4, 3, 3))),
+                                     dict(strides=2, weights_format="IOX")), "src"),
+    ("conv_transpose", lambda q, f: ((f((1, 6, 7, 7)), q((6, 4, 3, 3), np.int8)),
+                                     dict(weights_format="IOX")), "weights"),
+    ("convolve_backward_data", lambda q, f: ((q((1, 6, 7, 7), np.int8), f((6, 4, 3, 3)),
+                                              (1, 4, 9, 9)), dict(weights_format="OIX")),
+     "diff_dst"),
+    ("convolve_backward_weights", lambda q, f: ((f((1, 4, 9, 9)), q((1, 6, 7, 7), np.uint8),
+                                                 (6, 4, 3, 3)), dict(weights_format="OIX")),
+     "diff_dst"),
+])
+def test_8bit_inputs_outside_convolve_are_type_errors_naming_the_argument(operation, arguments,
+                                                                          argument):
+    """Quantized data is a forward-convolution feature: elsewhere 8-bit tensors are refused,
+    not silently computed as float64."""
+    positional, keywords = arguments(lambda shape, dtype: np.ones(shape, dtype),
+                                     lambda shape: np.ones(shape))
+    with pytest.raises(TypeError, match=f"^{argument} has dtype u?int8"):
+        getattr(convlab, operation)(*positional, data_format="NCX", **keywords)

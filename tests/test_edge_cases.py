@@ -173,15 +173,25 @@ def test_huge_strides_and_pads_within_limits_compute_exactly(algorithm):
     np.testing.assert_array_equal(got.ravel(), [6.0] + [0.0] * 7)
 
 
+def _equal_passes(channels, most):
+    """Channels per pass when ``channels`` go in passes of equal size, at most ``most``."""
+    passes = -(-channels // most)
+    return -(-channels // passes)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("pass_bytes, min_channels, per_pass", [
     (1, 7, 7),             # 22 passes of 7 (150 = 21 * 7 + 3 would leave a pass of 3)
     (1, 64, 50),           # 3 passes of 50 rather than 64 + 64 + 22
-    (256 * 1024, 64, 75),  # the default: 2 passes of 75 rather than 113 + 37
+    # the default: as many channels as keep a pass's weights (taps x channels x the
+    # vectors of a block) within 256 KiB, at least 64; with AVX-512's vectors 2 passes of
+    # 75 rather than 113 + 37, with narrower ones a single pass
+    (256 * 1024, 64, None),
     (1 << 30, 1, 150),     # one pass
 ])
-def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, dtype, pass_bytes,
-                                                                   min_channels, per_pass):
+def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, isa_level, dtype,
+                                                                   pass_bytes, min_channels,
+                                                                   per_pass):
     """direct sums the input channels of a dense item in passes of equal size (see cl_plan);
     however they are cut, the result matches the reference."""
     from convlab.kernels import _direct
@@ -190,7 +200,16 @@ def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, dtype, pa
     problem = problem_of(src, weights, bias, attributes)
     previous = _direct.set_pass_size(pass_bytes, min_channels)
     try:
-        assert direct.kernel_cut(problem, 2)["input_channels_per_pass"] == per_pass
+        cut = direct.kernel_cut(problem, 2)
+        if per_pass is None:
+            block_bytes = (problem.kernel_size * cut["vectors_per_block"] * cut["lanes"]
+                           * problem.dtype.itemsize)
+            most = min(max(pass_bytes // block_bytes, min_channels),
+                       problem.in_channels_per_group)
+            per_pass = _equal_passes(problem.in_channels_per_group, most)
+            if cut["isa"] == "avx512":
+                assert per_pass == 75
+        assert cut["input_channels_per_pass"] == per_pass
         got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
     finally:
         _direct.set_pass_size(*previous)

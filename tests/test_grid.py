@@ -86,8 +86,8 @@ def grid_problem(rng, dtype, data_format, weights_format, rank, grouping, kernel
 
 @pytest.mark.parametrize(
     "algorithm, dtype, data_format, weights_format, rank, grouping, kernel, case", GRID)
-def test_algorithm_matches_reference(rng, algorithm, dtype, data_format, weights_format, rank,
-                                     grouping, kernel, case):
+def test_algorithm_matches_reference(rng, isa_level, algorithm, dtype, data_format,
+                                     weights_format, rank, grouping, kernel, case):
     src, weights, bias, attributes = grid_problem(rng, dtype, data_format, weights_format,
                                                   rank, grouping, kernel, case)
     skip_unless_supported(algorithm, problem_of(src, weights, bias, attributes))

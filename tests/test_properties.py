@@ -66,9 +66,12 @@ def problems(draw):
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+# isa_level (conftest) holds one instruction-set cap for all of a test's examples
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
 @given(case=problems())
-def test_random_problems_match_reference(algorithm, case):
+def test_random_problems_match_reference(isa_level, algorithm, case):
     shapes, attributes, seed = case
     src, weights, bias = random_tensors(np.random.default_rng(seed), **shapes)
     problem = problem_of(src, weights, bias, attributes)

@@ -359,7 +359,7 @@ def test_fused_blocks_of_panels_give_the_bits_of_stored_u(rng, monkeypatch, requ
     m = TILE[algorithm]
     b = winograd.blocking(m, problem, threads)
     assert winograd.fused_weights(m, problem, b)
-    _, nr = _winograd.gemm_layout(winograd._gemm_level, problem.dtype)
+    _, nr = _winograd.gemm_layout(winograd.current_gemm_level(), problem.dtype)
     panels = -(-problem.out_channels // nr)
     blocks = -(-panels // block_panels)
     assert (blocks == 1) == (block_panels == 1000)
@@ -463,7 +463,7 @@ def test_weight_transform_by_position_gives_the_same_bits(rng, monkeypatch, m, r
                                    weights.shape, np.float32, groups=groups)
     canonical = params.canonical_weights(weights, problem)
     transform = wt.TRANSFORMS[m]
-    _, nr = _winograd.gemm_layout(winograd._gemm_level, np.float32)
+    _, nr = _winograd.gemm_layout(winograd.current_gemm_level(), np.float32)
     packed = -(-ocg // nr) * 7 * nr  # each plane's data; what follows it is padding
     by_channel = winograd.transform_weights(transform, problem, canonical, 1)[..., :packed]
     by_channel = by_channel.copy()

@@ -3,17 +3,15 @@
 
 The output is cut into independent items (runs of output pixels for one block of output
 channels, see ``cl_plan`` in direct_microkernel.h) that OpenMP threads share. Each item
-runs register-blocked C microkernels compiled for several instruction sets; the widest
-one the CPU supports is chosen once at import (``CONVLAB_DIRECT_ISA`` or
-:func:`set_isa` override it, for tests and comparisons).
+runs register-blocked C microkernels compiled for several instruction sets; each call
+runs the widest one the CPU supports, at most the cap of :mod:`convlab.cpu`
+(``CONVLAB_MAX_CPU_ISA``).
 
 Weights arrive repacked by ``convlab.strategies.direct.prepare_weights``:
 
 * dense/grouped: (G, KD, KH, KW, ICg, OCgp), OCgp >= OCg zero-padded, and bias (G, OCgp);
 * depthwise (ICg == OCg == 1): (KD, KH, KW, Gp), Gp >= G zero-padded, and bias (Gp,).
 """
-import os
-
 import numpy as _np
 
 cimport cython
@@ -22,6 +20,8 @@ from libc.string cimport memcpy, memset
 from cython.parallel cimport prange
 
 from convlab.kernels._epilogue cimport Epilogue, cl_epilogue
+from convlab.kernels.isa_level cimport (CL_X86_DISPATCH, cl_isa_in_effect, cl_isa_set_cap,
+                                        cl_isa_supported)
 from convlab.kernels.omp_shim cimport omp_get_thread_num
 
 ctypedef fused real:
@@ -29,9 +29,6 @@ ctypedef fused real:
     double
 
 cdef extern from "direct_microkernel.h" nogil:
-    int CL_ISA_DEFAULT
-    int CL_ISA_AVX2
-    int CL_ISA_AVX512
     ctypedef struct cl_geom:
         Py_ssize_t N, ID, IH, IW, IC
         Py_ssize_t OD, OH, OW, OC
@@ -52,22 +49,19 @@ cdef extern from "direct_microkernel.h" nogil:
     Py_ssize_t cl_pass_min_channels
     Py_ssize_t cl_stream_min_bytes
     Py_ssize_t cl_prefetch_min_bytes
-    int cl_isa_supported(int isa)
-    int cl_isa_best()
+    int cl_isa_jmax(int isa, int depthwise)
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
     void cl_item_f32(const cl_geom *g, const float *src, const float *w, const float *bias,
                      float *dst, Py_ssize_t item, Py_ssize_t tid)
     void cl_item_f64(const cl_geom *g, const double *src, const double *w,
                      const double *bias, double *dst, Py_ssize_t item, Py_ssize_t tid)
 
-# Indexed by the CL_ISA_* levels.
-ISA_NAMES = ("default", "avx2", "avx512")
+# Indexed by the CL_ISA_* levels; convlab.cpu.ISA_LEVELS.
+ISA_NAMES = ("baseline", "avx2", "avx512")
 
 # The padded channel axis of prepared weights is a multiple of this many bytes, so a
 # vector of any level (16, 32 or 64 bytes) never reads past it.
 PAD_BYTES = 64
-
-cdef int _isa = cl_isa_best()
 
 cdef enum:
     LINE_BYTES = 64  # cache line
@@ -81,40 +75,27 @@ def supported_isas():
 def get_isa():
     """The level the microkernels use now (narrower ones are still picked for very few
     channels, where wide vectors would waste lanes)."""
-    return ISA_NAMES[_isa]
+    return ISA_NAMES[cl_isa_in_effect]
 
 
-def set_isa(name):
-    """Use instruction-set level ``name`` ("default", "avx2", "avx512", or "best");
-    returns the previous name. For tests and comparisons."""
-    global _isa
-    previous = ISA_NAMES[_isa]
-    if name == "best":
-        _isa = cl_isa_best()
-        return previous
-    if name not in ISA_NAMES:
-        raise ValueError(f"isa={name!r} is not known; expected 'best' or one of "
-                         f"{list(ISA_NAMES)}")
-    level = ISA_NAMES.index(name)
-    if not cl_isa_supported(level):
-        raise ValueError(f"isa={name!r} is not supported by this CPU or build; expected one "
-                         f"of {supported_isas()}")
-    _isa = level
-    return previous
+# The levels each part of this module has code for (convlab.cpu.kernel_isa_levels).
+BUILT_ISA_LEVELS = {"direct": tuple(range(3 if CL_X86_DISPATCH else 1)),
+                    "direct_epilogue": tuple(range(3 if CL_X86_DISPATCH else 1))}
 
 
-def _isa_from_environment():
-    name = os.environ.get("CONVLAB_DIRECT_ISA", "").strip().lower()
-    if not name:
-        return
-    try:
-        set_isa(name)
-    except ValueError as exc:
-        import warnings
-        warnings.warn(f"CONVLAB_DIRECT_ISA ignored: {exc}", RuntimeWarning, stacklevel=2)
+def isa_levels():
+    """The level (0 baseline, 1 AVX2, 2 AVX-512) each part of this module runs at now."""
+    return {"direct": cl_isa_in_effect, "direct_epilogue": cl_isa_in_effect}
 
 
-_isa_from_environment()
+def _set_isa_cap(int level):
+    """Run at most ``level`` from now on (convlab.cpu calls it); returns the level in
+    effect."""
+    return cl_isa_set_cap(level)
+
+
+from convlab import cpu as _cpu
+_cpu._follow_cap(__name__, _set_isa_cap)
 
 
 cdef Py_ssize_t _swap_byte_knob(Py_ssize_t *knob, Py_ssize_t value, str name) except -1:
@@ -307,7 +288,7 @@ cdef int _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, 
     Called without the GIL, so other Python threads run while a kernel does."""
     cdef Py_ssize_t item
     cdef int nthreads = threads if threads > 0 else 1
-    cdef Py_ssize_t nitems = cl_plan(g, _isa, nthreads, sizeof(real))
+    cdef Py_ssize_t nitems = cl_plan(g, cl_isa_in_effect, nthreads, sizeof(real))
     cdef void *pack_mem = NULL
     if nthreads > nitems:
         nthreads = <int>nitems
@@ -441,8 +422,10 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
     g.depthwise = depthwise
     g.cshift = 0
     g.OCgp = padded_channels(g.G if depthwise else g.OCg, itemsize)
-    cl_plan(&g, _isa, threads if threads > 0 else 1, itemsize)
-    return {"isa": ISA_NAMES[g.isa], "lanes": g.V, "vectors": g.nvec, "chunks": g.nchunk,
+    cl_plan(&g, cl_isa_in_effect, threads if threads > 0 else 1, itemsize)
+    return {"isa": ISA_NAMES[g.isa], "lanes": g.V,
+            "vectors_per_block": cl_isa_jmax(g.isa, depthwise),
+            "vectors": g.nvec, "chunks": g.nchunk,
             "segments": g.nseg, "segment_length": g.seglen, "chunk_groups": g.ncgroup,
             "input_channels_per_pass": g.icb if not depthwise else 1,
             "interior": (g.ow_lo, g.ow_hi),

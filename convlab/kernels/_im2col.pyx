@@ -29,6 +29,7 @@ from scipy.linalg.cython_blas cimport dgemm as scipy_dgemm, sgemm as scipy_sgemm
 from convlab.kernels._epilogue cimport (Epilogue, cl_epilogue, cl_epi_apply_f32,
                                          cl_epi_apply_f64, cl_epi_prologue_f32,
                                          cl_epi_prologue_f64)
+from convlab.kernels.isa_level cimport CL_X86_DISPATCH, cl_isa_in_effect, cl_isa_set_cap
 from convlab.kernels.omp_shim cimport omp_get_thread_num
 
 
@@ -38,6 +39,7 @@ cdef extern from "im2col_omp.h" nogil:
 
 
 cdef extern from "im2col_unfold.h" nogil:
+    int im2col_unfold_level()
     void im2col_rows2d(const void *src, void *out, Py_ssize_t ld, Py_ssize_t m0,
                        Py_ssize_t m1, Py_ssize_t IH, Py_ssize_t IW, Py_ssize_t OH,
                        Py_ssize_t OW, Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t SH,
@@ -48,6 +50,26 @@ cdef extern from "im2col_unfold.h" nogil:
 ctypedef fused real:
     float
     double
+
+
+# The levels each part of this module has code for (convlab.cpu.kernel_isa_levels).
+BUILT_ISA_LEVELS = {"im2col_unfold": tuple([0, 2] if CL_X86_DISPATCH else [0]),
+                    "im2col_epilogue": tuple(range(3 if CL_X86_DISPATCH else 1))}
+
+
+def isa_levels():
+    """The level (0 baseline, 1 AVX2, 2 AVX-512) each part of this module runs at now."""
+    return {"im2col_unfold": im2col_unfold_level(), "im2col_epilogue": cl_isa_in_effect}
+
+
+def _set_isa_cap(int level):
+    """Run at most ``level`` from now on (convlab.cpu calls it); returns the level in
+    effect."""
+    return cl_isa_set_cap(level)
+
+
+from convlab import cpu as _cpu
+_cpu._follow_cap(__name__, _set_isa_cap)
 
 
 # The Fortran BLAS signatures, as scipy.linalg.cython_blas declares them.

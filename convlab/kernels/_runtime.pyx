@@ -1,4 +1,6 @@
-"""What the compiled kernels were built with, and what their OpenMP runtime allows now."""
+"""What the compiled kernels were built with, and what the CPU and their OpenMP runtime
+allow now."""
+from convlab.kernels.isa_level cimport CL_ISA_COUNT, cl_isa_supported
 from convlab.kernels.omp_shim cimport CONVLAB_HAVE_OPENMP, omp_get_max_threads
 
 
@@ -33,3 +35,10 @@ def core_round_trip(long rounds=20000, int tries=5):
             return None
         times.append(seconds)
     return sorted(times)[len(times) // 2]
+
+
+def supported_isa_levels():
+    """The instruction-set levels this CPU (and its OS) can run with this build, as
+    0 (baseline), 1 (AVX2: x86-64-v3), 2 (AVX-512: x86-64-v4), narrowest first
+    (isa_level.h)."""
+    return [level for level in range(CL_ISA_COUNT) if cl_isa_supported(level)]

@@ -38,6 +38,7 @@ import numpy as np
 
 from convlab import buffers
 from convlab.kernels._epilogue cimport Epilogue, cl_epilogue
+from convlab.kernels.isa_level cimport CL_X86_DISPATCH, cl_isa_in_effect, cl_isa_set_cap
 from convlab.kernels.omp_shim cimport omp_get_num_threads, omp_get_thread_num
 
 
@@ -58,7 +59,9 @@ cdef extern from "winograd_kernels.h" nogil:
         Py_ssize_t channel_chunk
         const cl_epilogue *epi
 
-    int wg_max_gemm_level()
+    int WG_X86
+    int wg_isa_level()
+    int wg_widest_level()
     Py_ssize_t wg_gemm_mr(int level)
     Py_ssize_t wg_gemm_nr_f(int level)
     Py_ssize_t wg_gemm_nr_d(int level)
@@ -115,19 +118,41 @@ ctypedef fused real:
     double
 
 
-_MAX_LEVEL = wg_max_gemm_level()
+# The levels each part of this module has code for (convlab.cpu.kernel_isa_levels).
+BUILT_ISA_LEVELS = {"winograd_transforms": tuple(range(3 if WG_X86 else 1)),
+                    "winograd_gemm": tuple(range(3 if WG_X86 else 1)),
+                    "winograd_epilogue": tuple(range(3 if CL_X86_DISPATCH else 1))}
+
+
+def isa_levels():
+    """The level (0 baseline, 1 AVX2, 2 AVX-512) each part of this module runs at now;
+    for the GEMMs, the widest level a run may ask for (see :func:`gemm_levels`)."""
+    return {"winograd_transforms": wg_isa_level(), "winograd_gemm": wg_isa_level(),
+            "winograd_epilogue": cl_isa_in_effect}
+
+
+def _set_isa_cap(int level):
+    """Run at most ``level`` from now on (convlab.cpu calls it); returns the level in
+    effect."""
+    return cl_isa_set_cap(level)
+
+
+from convlab import cpu as _cpu
+_cpu._follow_cap(__name__, _set_isa_cap)
 
 
 def gemm_levels():
-    """The GEMM micro-kernel levels this CPU runs: 0 (baseline), 1 (AVX2), 2 (AVX-512)."""
-    return list(range(_MAX_LEVEL + 1))
+    """The GEMM micro-kernel levels a run may use now: 0 (baseline), 1 (AVX2), 2
+    (AVX-512), up to the widest this CPU has and the cap of convlab.cpu allows."""
+    return list(range(wg_isa_level() + 1))
 
 
 def gemm_layout(int level, dtype):
-    """(rows per micro-tile, output channels per packed panel) of a level, for ``dtype``."""
-    if not 0 <= level <= _MAX_LEVEL:
+    """(rows per micro-tile, output channels per packed panel) of a level, for ``dtype``
+    (any level this CPU has, whatever the cap: U packed before a cap keeps its layout)."""
+    if not 0 <= level <= wg_widest_level():
         raise ValueError(f"level={level} is not available on this CPU; expected one of "
-                         f"{gemm_levels()}")
+                         f"{list(range(wg_widest_level() + 1))}")
     nr = wg_gemm_nr_f(level) if np.dtype(dtype) == np.float32 else wg_gemm_nr_d(level)
     return int(wg_gemm_mr(level)), int(nr)
 
@@ -332,6 +357,9 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     cdef Py_ssize_t axis, groups, positions
     groups = weights.shape[0] if fused else U.shape[0]
     positions = ats_positions(at0, at1, at2)
+    if level > wg_isa_level():
+        raise ValueError(f"level={level} is above the GEMM levels allowed now "
+                         f"{gemm_levels()} (the instruction-set cap, convlab.cpu)")
     cdef Py_ssize_t mr, nr
     mr, nr = gemm_layout(level, np.float32 if real is float else np.float64)
     geo.batch = src.shape[0]

@@ -14,7 +14,7 @@
  *
  * The kernel bodies live in direct_microkernel_impl.h, included once per element type
  * and ISA level; the wide levels carry GCC target attributes and are chosen at run time
- * (cl_isa_best), so the module runs on any x86-64 CPU and builds on other architectures
+ * (isa_level.h), so the module runs on any x86-64 CPU and builds on other architectures
  * and compilers with the portable level only. */
 #ifndef CONVLAB_DIRECT_MICROKERNEL_H
 #define CONVLAB_DIRECT_MICROKERNEL_H
@@ -24,19 +24,7 @@
 #include <string.h>
 
 #include "epilogue.h"
-
-/* ISA levels, widest last. CL_ISA_DEFAULT is whatever the baseline compiler flags give
- * (SSE2 on x86-64), and the only level on other architectures and compilers. */
-enum { CL_ISA_DEFAULT = 0, CL_ISA_AVX2 = 1, CL_ISA_AVX512 = 2, CL_ISA_COUNT = 3 };
-
-/* CONVLAB_NO_ISA_DISPATCH builds only the portable level (to test it, or for compilers
- * without target attributes). */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) \
-    && !defined(CONVLAB_NO_ISA_DISPATCH)
-#define CL_X86_DISPATCH 1
-#else
-#define CL_X86_DISPATCH 0
-#endif
+#include "isa_level.h"
 
 /* The geometry shared by every item of one call. Filled by the caller (the first block of
  * fields) and by cl_plan (the rest). */
@@ -238,25 +226,6 @@ typedef struct {
 
 /* ------------------------------------------------------------------ dispatch */
 
-/* The widest level this CPU (and its OS, which must save the wide registers) runs. */
-static int cl_isa_supported(int isa) {
-    if (isa == CL_ISA_DEFAULT) return 1;
-#if CL_X86_DISPATCH
-    __builtin_cpu_init();
-    if (isa == CL_ISA_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (isa == CL_ISA_AVX512) return __builtin_cpu_supports("avx512f");
-#endif
-    return 0;
-}
-
-static int cl_isa_best(void) {
-    int isa;
-    for (isa = CL_ISA_COUNT - 1; isa > CL_ISA_DEFAULT; isa--)
-        if (cl_isa_supported(isa)) return isa;
-    return CL_ISA_DEFAULT;
-}
-
 /* Vector width in elements of `itemsize` bytes at level `isa`. */
 static ptrdiff_t cl_isa_lanes(int isa, size_t itemsize) {
     ptrdiff_t bytes = isa == CL_ISA_AVX512 ? 64 : isa == CL_ISA_AVX2 ? 32
@@ -359,7 +328,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         /* A depthwise item takes all channel chunks of its row (they share the row's
          * setup) unless there are too few rows to go round. */
         rows = g->N * g->OD * g->OH;
-        if (rows < want) {
+        if (rows > 0 && rows < want) {  /* an empty batch has no rows to share out */
             g->ncgroup = (want + rows - 1) / rows;
             if (g->ncgroup > g->nchunk) g->ncgroup = g->nchunk;
         }
@@ -383,9 +352,10 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
         rows = g->G * g->nchunk * g->N;
-        g->nseg = rows >= want ? 1 : (want + rows - 1) / rows;
+        g->nseg = rows >= want || rows == 0 ? 1 : (want + rows - 1) / rows;
         g->seglen = (npix + g->nseg - 1) / g->nseg;
         if (g->seglen < 64) g->seglen = 64 < npix ? 64 : npix;
+        if (g->seglen < 1) g->seglen = 1;  /* no output pixels: no segments either */
         g->nseg = (npix + g->seglen - 1) / g->seglen;
         g->icb = slice > 0 ? cl_pass_bytes / slice : g->ICg;
         if (g->icb < cl_pass_min_channels) g->icb = cl_pass_min_channels;
@@ -408,7 +378,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     }
     g->seglen = g->OW;
     g->nseg = 1;
-    if (rows < want && g->OW > 48) {
+    if (rows > 0 && rows < want && g->OW > 48) {
         units = (want + rows - 1) / rows;
         g->seglen = (g->OW + units - 1) / units;
         if (g->seglen < 48) g->seglen = 48;

@@ -20,6 +20,8 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "isa_level.h"
+
 /* Codes shared with convlab/kernels/_epilogue.pyx (OP_CODES there). */
 enum {
     CL_OP_RELU = 0, CL_OP_TANH, CL_OP_SIGMOID, CL_OP_ELU, CL_OP_GELU_ERF, CL_OP_GELU_TANH,
@@ -44,13 +46,9 @@ typedef struct {
 } cl_epilogue;
 
 /* Wide-vector copies of the loops below are compiled with GCC target attributes and
- * picked at run time, so the module still runs on any x86-64 CPU. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) \
-    && !defined(CONVLAB_NO_ISA_DISPATCH)
-#define CL_EPI_X86 1
-#else
-#define CL_EPI_X86 0
-#endif
+ * picked at run time (the level in effect, isa_level.h), so the module still runs on any
+ * x86-64 CPU. */
+#define CL_EPI_X86 CL_X86_DISPATCH
 
 /* Every row of the block, every column: x = EXPR (x the element; `a`, `b` in scope).
  * CL_EPI_REAL is the element type of the copy being defined. */
@@ -156,12 +154,11 @@ CL_EPI_DEFINE(f64_avx512, double, __attribute__((target("avx512f"))), exp, expm1
 #endif
 #undef CL_EPI_REAL
 
-/* The entry points: the widest copy this CPU runs. */
+/* The entry points: the copy of the level in effect. */
 #if CL_EPI_X86
 #define CL_EPI_DISPATCH(NAME, T, ARGS)                                                      \
-    if (__builtin_cpu_supports("avx512f")) NAME##_##T##_avx512 ARGS;                       \
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))              \
-        NAME##_##T##_avx2 ARGS;                                                             \
+    if (cl_isa_in_effect == CL_ISA_AVX512) NAME##_##T##_avx512 ARGS;                       \
+    else if (cl_isa_in_effect == CL_ISA_AVX2) NAME##_##T##_avx2 ARGS;                      \
     else NAME##_##T##_default ARGS;
 #else
 #define CL_EPI_DISPATCH(NAME, T, ARGS) NAME##_##T##_default ARGS;

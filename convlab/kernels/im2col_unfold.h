@@ -7,13 +7,16 @@
  * Runs are short (conv1 of ResNet-50: 7 taps x 3 channels = 21 floats), so a libc
  * call per run cost as much as the copy, and the tap-table walk of unfold_row more:
  * the AVX-512 build moves whole vectors and one masked tail per run, chosen at run
- * time (the build stays portable). unfold_panel of 2091 conv1 rows, one thread:
- * 0.127 ms (unfold_row) -> 0.067 ms; 523 rows of res2a_branch2b 0.055 -> 0.039 ms.
+ * time when the level in effect (isa_level.h) is AVX-512, so the build stays portable.
+ * unfold_panel of 2091 conv1 rows, one thread: 0.127 ms (unfold_row) -> 0.067 ms;
+ * 523 rows of res2a_branch2b 0.055 -> 0.039 ms.
  * Storing the tail whole (overlapping the next run) measured no faster. */
 #include <stdint.h>
 #include <string.h>
 #include <stddef.h>
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+
+#include "isa_level.h"
+#if CL_X86_DISPATCH
 #include <immintrin.h>
 #define IM2COL_X86 1
 #endif
@@ -85,6 +88,14 @@ __attribute__((target("avx512f"))) static void im2col_rows2d_512(
 }
 #endif
 
+/* The level of the unfold in effect: AVX-512's moves or the plain copies. */
+static inline int im2col_unfold_level(void) {
+#ifdef IM2COL_X86
+    if (cl_isa_in_effect >= CL_ISA_AVX512) return CL_ISA_AVX512;
+#endif
+    return CL_ISA_DEFAULT;
+}
+
 /* Rows m0..m1 of the panel (row stride ld units) from src, both in 4-byte units:
  * IC, coff and C are channel counts times the units of one element. */
 static void im2col_rows2d(
@@ -93,7 +104,7 @@ static void im2col_rows2d(
         ptrdiff_t KW, ptrdiff_t SH, ptrdiff_t SW, ptrdiff_t DH, ptrdiff_t PH,
         ptrdiff_t PW, ptrdiff_t IC, ptrdiff_t coff, ptrdiff_t C) {
 #ifdef IM2COL_X86
-    if (__builtin_cpu_supports("avx512f")) {
+    if (im2col_unfold_level() == CL_ISA_AVX512) {
         im2col_rows2d_512((const uint32_t *)src, (uint32_t *)out, ld, m0, m1, IH, IW,
                           OH, OW, KH, KW, SH, SW, DH, PH, PW, IC, coff, C);
         return;

@@ -1,6 +1,7 @@
 /* Winograd convolution: the per-tile input and output transforms, in C so that each
- * function is compiled for several instruction sets and picked at load time
- * (target_clones); the build itself stays portable (no -march=native). */
+ * function is compiled for several instruction sets and picked at run time by the level
+ * in effect (isa_level.h, winograd_levels.h); the build itself stays portable (no
+ * -march=native). */
 #ifndef CONVLAB_WINOGRAD_KERNELS_H
 #define CONVLAB_WINOGRAD_KERNELS_H
 
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "epilogue.h"
+#include "isa_level.h"
 
 /* A problem lifted to three spatial axes; sizes in elements. */
 typedef struct {
@@ -22,28 +24,30 @@ typedef struct {
     const cl_epilogue *epi;
 } wg_geometry;
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \
-    && !defined(CONVLAB_NO_TARGET_CLONES)
+/* The wide levels' copies need GCC's psABI level names (GCC 12 and later); elsewhere
+ * only the baseline copy exists. */
+#if CL_X86_DISPATCH && defined(__x86_64__) && !defined(__clang__) && __GNUC__ >= 12
 #define WG_X86 1
-#define WG_TARGETS __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define WG_X86 0
-#define WG_TARGETS
 #endif
 
-/* GEMM micro-kernels per instruction set level: 2 = x86-64-v4 (AVX-512), 1 = x86-64-v3
- * (AVX2, FMA), 0 = the baseline the build targets. Detected at run time, like the
- * target_clones of the transforms; a caller may ask for a lower level (tests do). */
-static inline int wg_max_gemm_level(void)
+/* The transforms' entry points are defined by winograd_levels.h from these bodies. */
+#define WG_PER_LEVEL static inline __attribute__((always_inline))
+
+/* Instruction-set levels (CL_ISA_*): 2 = x86-64-v4 (AVX-512), 1 = x86-64-v3 (AVX2, FMA),
+ * 0 = the baseline the build targets. The transforms run at the level in effect; the GEMM
+ * micro-kernels at the level their caller passes, at most this one (tests ask for lower
+ * ones). */
+static inline int wg_isa_level(void)
 {
-#if WG_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("x86-64-v4"))
-        return 2;
-    if (__builtin_cpu_supports("x86-64-v3"))
-        return 1;
-#endif
-    return 0;
+    return WG_X86 ? cl_isa_in_effect : CL_ISA_DEFAULT;
+}
+
+/* The widest level this build and CPU have: U may be packed for any level up to it. */
+static inline int wg_widest_level(void)
+{
+    return WG_X86 ? cl_isa_best() : CL_ISA_DEFAULT;
 }
 
 /* Rows per micro-tile: what the level's accumulators hold (24 of 32 zmm, 12 of 16 ymm/xmm). */

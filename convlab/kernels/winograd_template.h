@@ -253,7 +253,7 @@ static inline __attribute__((always_inline)) void WG_FN(wg_input_generic)(
 /* B^T d B (per axis) for tiles [t_begin, t_end) of group g. Tile t is row
  * t - row_begin of V: V[pos * pos_stride + (t - row_begin) * ICg + c], with
  * pos = (p0*a1 + p1)*a2 + p2. buf_a and buf_b each hold P * channel_chunk elements. */
-WG_TARGETS void WG_FN(wg_input_tiles)(
+WG_PER_LEVEL void WG_FN(wg_input_tiles_body)(
     const WG_REAL *src, const wg_geometry *geo, const WG_REAL *bt0, const WG_REAL *bt1,
     const WG_REAL *bt2, Py_ssize_t g, Py_ssize_t t_begin, Py_ssize_t t_end,
     Py_ssize_t row_begin, WG_REAL *V, Py_ssize_t pos_stride, WG_REAL *buf_a, WG_REAL *buf_b)
@@ -350,7 +350,7 @@ static inline void WG_FN(wg_tile_epilogue)(const wg_geometry *geo, WG_REAL *firs
  * value over the whole tile (and may overflow earlier than a direct sum), so the caller
  * then recomputes exactly; the test (y - y != 0 holds only for Inf and NaN) is an integer
  * OR the compiler keeps vectorised. */
-WG_TARGETS int WG_FN(wg_output_tiles)(
+WG_PER_LEVEL int WG_FN(wg_output_tiles_body)(
     const WG_REAL *M, Py_ssize_t pos_stride, Py_ssize_t row_stride, const wg_geometry *geo,
     const WG_REAL *at0, const WG_REAL *at1, const WG_REAL *at2, const WG_REAL *bias,
     Py_ssize_t g, Py_ssize_t t_begin, Py_ssize_t t_end, Py_ssize_t row_begin, WG_REAL *dst,
@@ -473,7 +473,7 @@ WG_TARGETS int WG_FN(wg_output_tiles)(
  * U[pos * pos_stride + (oc / nr) * ICg * nr + ic * nr + oc % nr], for the positions
  * [p_lo, p_hi) only. The filter is read once and every position comes out of the
  * separable passes, cheaper than 9 (27) taps each. */
-WG_TARGETS void WG_FN(wg_weight_tiles)(
+WG_PER_LEVEL void WG_FN(wg_weight_tiles_body)(
     const WG_REAL *w, const wg_geometry *geo, const WG_REAL *g0, const WG_REAL *g1,
     const WG_REAL *g2, Py_ssize_t ic_begin, Py_ssize_t ic_end, WG_REAL *U,
     Py_ssize_t pos_stride, Py_ssize_t nr, WG_REAL *buf_a, WG_REAL *buf_b,
@@ -568,7 +568,7 @@ WG_TARGETS void WG_FN(wg_weight_tiles)(
  * memory for every piece, twice when the filter does not start on a cache line (NumPy's
  * large arrays start 16 bytes into a page): 47% of a one-shot F(2) call. Whole rows are
  * read as the streams that prefetchers follow. */
-WG_TARGETS void WG_FN(wg_weight_pack)(
+WG_PER_LEVEL void WG_FN(wg_weight_pack_body)(
     const WG_REAL *w, Py_ssize_t ICg, Py_ssize_t OCg, Py_ssize_t block_width,
     Py_ssize_t k_lo, Py_ssize_t k_hi, WG_REAL *out, Py_ssize_t tap_stride,
     Py_ssize_t block_stride)
@@ -594,7 +594,7 @@ WG_TARGETS void WG_FN(wg_weight_pack)(
  * block's filter as wg_weight_pack leaves it (width channels, whole vectors; taps
  * tap_stride apart). The arithmetic, and its order, is wg_w2d's, so a fused run gives the
  * bits of a run on stored U. */
-WG_TARGETS void WG_FN(wg_weight_row)(
+WG_PER_LEVEL void WG_FN(wg_weight_row_body)(
     const WG_REAL *w, Py_ssize_t tap_stride, Py_ssize_t ICg, Py_ssize_t width,
     const WG_REAL *g, Py_ssize_t alpha, Py_ssize_t i, Py_ssize_t j_lo, Py_ssize_t j_hi,
     Py_ssize_t nr, WG_REAL *out, Py_ssize_t slice_stride)
@@ -620,6 +620,9 @@ WG_TARGETS void WG_FN(wg_weight_row)(
         }
     }
 }
+
+/* The entry points above, one copy per instruction-set level and their dispatch. */
+#include "winograd_levels.h"
 
 #undef WG_W_DOT3
 #undef WG_MAX_COEFFS

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from convlab import blas, cost_model
+from convlab import blas, cost_model, cpu
 from convlab.registry import register_algorithm
 from convlab.threads import available_cores
 
@@ -156,9 +156,10 @@ def release_workspace() -> None:
 # The constants below come from single-thread sweeps on the project machine (2 cores,
 # AVX-512, OpenBLAS SkylakeX kernels) written up in the [im2col] report; they are to be
 # refitted from bench/ runs in [selection].
-# A panel per thread of about this size stays in the 2 MiB L2 between its unfold and its
-# GEMM (panels of 256-512 rows of 576 columns ran ~25% faster than one 3136-row panel).
-CHUNK_TARGET_BYTES = 1 * 2**20
+# A panel per thread of about half a core's L2 stays there between its unfold and its
+# GEMM (on a 2 MiB L2, panels of 256-512 rows of 576 columns ran ~25% faster than one
+# 3136-row panel). This CPU's L2, 2 MiB where the OS does not say.
+CHUNK_TARGET_BYTES = cpu.cache_bytes("L2", 2 * 2**20) // 2
 # Rows per GEMM call below which single-thread OpenBLAS sgemm loses speed on ResNet-50
 # shapes (196x2304x256: 123 GFLOP/s in one call, 97 in 98-row calls); with fewer rows
 # than this per core, the cores split output channels instead.

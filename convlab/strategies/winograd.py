@@ -37,11 +37,11 @@ import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from convlab import buffers, cost_model
+from convlab import buffers, cost_model, cpu
 from convlab import winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.registry import get_algorithm, register_algorithm
@@ -56,10 +56,11 @@ MAX_RANK = 3
 # Change it with ``workspace_limit``.
 WORKSPACE_BYTES = 16 * 2**20
 
-# Preferred size of one thread's block (V + M): small enough to stay in a core's L2,
-# large enough that each GEMM has rows to amortise its call. Provisional (a few timings
-# of res2a/res3a/VGG-19 layers); [selection] may refit it.
-BLOCK_BYTES_PER_THREAD = 1 * 2**20
+# Preferred size of one thread's block (V + M): small enough to stay in a core's L2 (half
+# of it: 1 MiB of the 2 MiB L2 it was first timed on; this CPU's L2, 2 MiB where the OS
+# does not say), large enough that each GEMM has rows to amortise its call. Provisional
+# (a few timings of res2a/res3a/VGG-19 layers); [selection] may refit it.
+BLOCK_BYTES_PER_THREAD = cpu.cache_bytes("L2", 2 * 2**20) // 2
 MIN_BLOCK_TILES = 16
 # Chunks to aim for when there are enough tiles, so that this many threads can share them.
 PARALLEL_CHUNKS = 8
@@ -173,23 +174,31 @@ def workspace_limit(nbytes: int):
 
 # --------------------------------------------------------------------------- GEMM level
 
-_gemm_level = max(_winograd.gemm_levels())
+# The level gemm_level() asked for, or None for the widest one allowed.
+_gemm_level_asked: Optional[int] = None
+
+
+def current_gemm_level() -> int:
+    """The GEMM micro-kernel level runs use now: the widest this CPU has within the
+    instruction-set cap (convlab.cpu), or the lower one :func:`gemm_level` asked for."""
+    widest = max(_winograd.gemm_levels())
+    return widest if _gemm_level_asked is None else min(_gemm_level_asked, widest)
 
 
 @contextlib.contextmanager
 def gemm_level(level: int):
     """Prepare and run with a lower GEMM micro-kernel level inside the block (tests run
     every level this CPU has: 0 baseline, 1 AVX2, 2 AVX-512)."""
-    global _gemm_level
+    global _gemm_level_asked
     if level not in _winograd.gemm_levels():
         raise ValueError(f"level={level!r} is not available on this CPU; expected one of "
                          f"{_winograd.gemm_levels()}")
-    before = _gemm_level
-    _gemm_level = level
+    before = _gemm_level_asked
+    _gemm_level_asked = level
     try:
         yield
     finally:
-        _gemm_level = before
+        _gemm_level_asked = before
 
 
 # --------------------------------------------------------------------------- support
@@ -250,7 +259,7 @@ class PreparedWeights:
     """
 
     __slots__ = ("transform", "problem", "canonical", "level", "runs", "_transformed",
-                 "_lock")
+                 "_lock", "_other_levels")
 
     def __init__(self, transform: wt.Transform, problem, canonical: np.ndarray, level: int,
                  transformed: Optional[np.ndarray] = None):
@@ -261,6 +270,7 @@ class PreparedWeights:
         self.runs = 0
         self._transformed = transformed
         self._lock = threading.Lock()
+        self._other_levels: Dict[int, "PreparedWeights"] = {}
 
     def transformed(self, threads: int, by_position: bool = False) -> np.ndarray:
         """U (G, P, plane), computed with ``threads`` threads on first use (split as
@@ -271,6 +281,19 @@ class PreparedWeights:
                                                       self.canonical, threads, self.level,
                                                       by_position)
             return self._transformed
+
+    def for_level(self, level: int) -> "PreparedWeights":
+        """These weights for GEMM ``level`` (U packs differently per level): itself, or
+        one kept with it and transformed by its own first run, once the instruction-set
+        cap has changed since they were prepared."""
+        if level == self.level:
+            return self
+        with self._lock:
+            other = self._other_levels.get(level)
+            if other is None:
+                other = PreparedWeights(self.transform, self.problem, self.canonical, level)
+                self._other_levels[level] = other
+            return other
 
     def first_run(self) -> bool:
         """True once: for the first run, when U is not computed yet."""
@@ -333,7 +356,7 @@ def transform_weights(transform: wt.Transform, problem, weights: np.ndarray, thr
     (``_winograd.position_stride``) so that the P planes do not share cache sets.
     """
     r = problem.rank
-    level = _gemm_level if level is None else level
+    level = current_gemm_level() if level is None else level
     _, nr = _winograd.gemm_layout(level, problem.dtype)
     _, _, gs = lifted_transforms(transform, r, problem.dtype)
     weights = np.ascontiguousarray(weights, dtype=problem.dtype)
@@ -378,7 +401,7 @@ def prepare(transform: wt.Transform, problem, weights: np.ndarray,
             threads: Optional[int] = None) -> PreparedWeights:
     """Canonical weights for the Winograd run of ``transform``; with ``threads`` given, U
     is computed now (on that many threads), else by the first run."""
-    prepared = PreparedWeights(transform, problem, weights, _gemm_level)
+    prepared = PreparedWeights(transform, problem, weights, current_gemm_level())
     if threads is not None:
         prepared.transformed(effective_threads(threads))
     return prepared
@@ -410,10 +433,13 @@ class Blocking:
     shared: bool
 
 
-def blocking(m: int, problem, threads: int, workspace_bytes: Optional[int] = None) -> Blocking:
-    """The blocking of a run (see :func:`_blocking`), remembered per problem."""
+def blocking(m: int, problem, threads: int, workspace_bytes: Optional[int] = None,
+             level: Optional[int] = None) -> Blocking:
+    """The blocking of a run (see :func:`_blocking`) at GEMM ``level`` (default: the
+    current one), remembered per problem."""
     budget = _workspace_bytes if workspace_bytes is None else workspace_bytes
-    return _blocking(m, problem, threads, budget, _gemm_level)
+    return _blocking(m, problem, threads, budget,
+                     current_gemm_level() if level is None else level)
 
 
 @functools.lru_cache(maxsize=256)
@@ -489,8 +515,8 @@ def workspace_bytes_used(m: int, problem, threads: int,
     return _winograd.workspace_elements(
         positions(m, problem.rank), b.block, problem.in_channels_per_group,
         problem.out_channels_per_group, problem.groups, b.channel_chunk, b.threads,
-        b.shared, _gemm_level, problem.dtype.itemsize,
-        fused_panels(m, problem, _gemm_level) if fused_weights(m, problem, b) else 0
+        b.shared, current_gemm_level(), problem.dtype.itemsize,
+        fused_panels(m, problem, current_gemm_level()) if fused_weights(m, problem, b) else 0
     ) * problem.dtype.itemsize
 
 
@@ -578,8 +604,9 @@ def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads,
     """Compute ``dst``; returns "winograd", or "direct" when it had to recompute exactly.
     ``epilogue``: post-ops the kernel applies to each tile (see :func:`_fuses_post_ops`)."""
     r, m = problem.rank, prepared.transform.m
+    prepared = prepared.for_level(current_gemm_level())
     bts, ats, _ = lifted_transforms(prepared.transform, r, problem.dtype)
-    b = blocking(m, problem, threads)
+    b = blocking(m, problem, threads, level=prepared.level)
     pads = (0,) * (MAX_RANK - r) + tuple(problem.pads_begin)
     if prepared.first_run() and fused_weights(m, problem, b):
         _, _, gs = lifted_transforms(prepared.transform, r, problem.dtype)
