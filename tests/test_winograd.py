@@ -323,9 +323,6 @@ def test_fused_first_run_equals_later_runs(rng, monkeypatch, request, algorithm,
     m = TILE[algorithm]
     b = winograd.blocking(m, problem, threads)
     assert winograd.fused_weights(m, problem, b)
-    if (threads, case, m) == (8, "shared_blocks", 2):
-        # 7 threads share F(2)'s 4 rows of positions: each row goes in 2 parts
-        assert _winograd.fused_row_parts(b.threads, problem.groups * (m + 2), m + 2) == 2
     algo = convlab.registry.get_algorithm(algorithm)
     prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
     canonical_src = params.canonical_src(src, problem)
@@ -339,6 +336,46 @@ def test_fused_first_run_equals_later_runs(rng, monkeypatch, request, algorithm,
     assert prepared._transformed is not None
     for other in results[1:]:
         np.testing.assert_array_equal(other, results[0], strict=True)
+    got = params.user_dst(results[0], problem)
+    assert_matches_reference(got, src, weights, bias, attributes, algorithm)
+
+
+@pytest.mark.parametrize("threads", [2, 8])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("block_panels", [1, 2, 4, 1000])
+@pytest.mark.parametrize("algorithm", VARIANTS)
+def test_fused_blocks_of_panels_give_the_bits_of_stored_u(rng, monkeypatch, request,
+                                                          algorithm, block_panels, dtype,
+                                                          threads):
+    """A fused run's items take a row of positions for a block of panels of output
+    channels: whatever the block (one panel, several, a last one cut short, all), each
+    output gets the bits of a run on the stored U."""
+    monkeypatch.setattr(winograd, "fused_panels", lambda m, problem, level: block_panels)
+    winograd._blocking.cache_clear()  # blockings count the fused buffers
+    request.addfinalizer(winograd._blocking.cache_clear)
+    src, weights, bias, attributes = make_case(rng, "shared_blocks", dtype)
+    problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
+                                   bias.shape, bias.dtype, **attributes)
+    m = TILE[algorithm]
+    b = winograd.blocking(m, problem, threads)
+    assert winograd.fused_weights(m, problem, b)
+    _, nr = _winograd.gemm_layout(winograd.current_gemm_level(), problem.dtype)
+    panels = -(-problem.out_channels // nr)
+    blocks = -(-panels // block_panels)
+    assert (blocks == 1) == (block_panels == 1000)
+    if (threads, block_panels, m) == (8, 1000, 2):
+        # 7 threads share one block's 4 rows of F(2) positions: each row goes in 2 parts
+        assert _winograd.fused_row_parts(b.threads, blocks * (m + 2), m + 2) == 2
+    algo = convlab.registry.get_algorithm(algorithm)
+    prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
+    canonical_src = params.canonical_src(src, problem)
+    results = []
+    for _ in range(2):
+        dst = np.empty((problem.batch, *problem.output_shape, problem.out_channels), dtype)
+        algo.run(problem, canonical_src, prepared, bias, dst, threads)
+        results.append(dst)
+    assert prepared._transformed is not None
+    np.testing.assert_array_equal(results[1], results[0], strict=True)
     got = params.user_dst(results[0], problem)
     assert_matches_reference(got, src, weights, bias, attributes, algorithm)
 

@@ -22,14 +22,17 @@ Two ways to share the work among threads (``shared``):
   Shared runs may also compute U's slices on the fly from the filter (``U=None``).
 
 Memory: per thread ``threads * block * P * (ICg + OCg)`` elements, shared
-``block * P * (IC + OC)``, plus two tile buffers (and FUSED_SLICES U slices if fused) per
-thread, whatever the problem size; rows are padded to GEMM micro-tiles, channels to panels
-and planes to an odd number of cache lines (see :func:`rows_capacity`,
-:func:`position_stride`), all from one 64-byte-aligned allocation.
+``block * P * (IC + OC)``, plus two tile buffers (and, if fused, a block of the filter and
+a row of U slices, see :func:`fused_elements`) per thread, whatever the problem size; rows
+are padded to GEMM micro-tiles, channels to panels and planes to an odd number of cache
+lines (see :func:`rows_capacity`, :func:`position_stride`), all from one 64-byte-aligned
+allocation.
 """
 cimport cython
 from cython.parallel cimport parallel, prange
 from libc.string cimport memset
+
+import math
 
 import numpy as np
 
@@ -76,16 +79,20 @@ cdef extern from "winograd_kernels.h" nogil:
                            Py_ssize_t ic_end, double *U, Py_ssize_t pos_stride,
                            Py_ssize_t nr, double *buf_a, double *buf_b, Py_ssize_t p_lo,
                            Py_ssize_t p_hi)
-    void wg_weight_row_f(const float *w, Py_ssize_t ICg, Py_ssize_t OCg, const float *g,
-                         Py_ssize_t i, Py_ssize_t nr, float *t, Py_ssize_t t_stride)
-    void wg_weight_row_d(const double *w, Py_ssize_t ICg, Py_ssize_t OCg, const double *g,
-                         Py_ssize_t i, Py_ssize_t nr, double *t, Py_ssize_t t_stride)
-    void wg_weight_column_f(const float *t, Py_ssize_t t_stride, Py_ssize_t ICg,
-                            Py_ssize_t OCg, const float *g, Py_ssize_t j, Py_ssize_t nr,
-                            float *out)
-    void wg_weight_column_d(const double *t, Py_ssize_t t_stride, Py_ssize_t ICg,
-                            Py_ssize_t OCg, const double *g, Py_ssize_t j, Py_ssize_t nr,
-                            double *out)
+    void wg_weight_pack_f(const float *w, Py_ssize_t ICg, Py_ssize_t OCg,
+                          Py_ssize_t block_width, Py_ssize_t k_lo, Py_ssize_t k_hi,
+                          float *out, Py_ssize_t tap_stride, Py_ssize_t block_stride)
+    void wg_weight_pack_d(const double *w, Py_ssize_t ICg, Py_ssize_t OCg,
+                          Py_ssize_t block_width, Py_ssize_t k_lo, Py_ssize_t k_hi,
+                          double *out, Py_ssize_t tap_stride, Py_ssize_t block_stride)
+    void wg_weight_row_f(const float *w, Py_ssize_t tap_stride, Py_ssize_t ICg,
+                         Py_ssize_t width, const float *g, Py_ssize_t alpha, Py_ssize_t i,
+                         Py_ssize_t j_lo, Py_ssize_t j_hi, Py_ssize_t nr, float *out,
+                         Py_ssize_t slice_stride)
+    void wg_weight_row_d(const double *w, Py_ssize_t tap_stride, Py_ssize_t ICg,
+                         Py_ssize_t width, const double *g, Py_ssize_t alpha, Py_ssize_t i,
+                         Py_ssize_t j_lo, Py_ssize_t j_hi, Py_ssize_t nr, double *out,
+                         Py_ssize_t slice_stride)
     void wg_input_tiles_f(const float *src, const wg_geometry *geo, const float *bt0,
                           const float *bt1, const float *bt2, Py_ssize_t g, Py_ssize_t t_begin,
                           Py_ssize_t t_end, Py_ssize_t row_begin, float *V,
@@ -237,47 +244,70 @@ def ats_positions(at0, at1, at2):
     return at0.shape[1] * at1.shape[1] * at2.shape[1]
 
 
-cdef inline void _weight_row(const real *w, Py_ssize_t icg, Py_ssize_t ocg, const real *g,
-                             Py_ssize_t i, Py_ssize_t nr, real *t,
-                             Py_ssize_t t_stride) noexcept nogil:
+cdef inline void _weight_pack(const real *w, Py_ssize_t icg, Py_ssize_t ocg,
+                              Py_ssize_t block_width, Py_ssize_t k_lo, Py_ssize_t k_hi,
+                              real *out, Py_ssize_t tap_stride,
+                              Py_ssize_t block_stride) noexcept nogil:
     if real is float:
-        wg_weight_row_f(w, icg, ocg, g, i, nr, t, t_stride)
+        wg_weight_pack_f(w, icg, ocg, block_width, k_lo, k_hi, out, tap_stride, block_stride)
     else:
-        wg_weight_row_d(w, icg, ocg, g, i, nr, t, t_stride)
+        wg_weight_pack_d(w, icg, ocg, block_width, k_lo, k_hi, out, tap_stride, block_stride)
 
 
-cdef inline void _weight_column(const real *t, Py_ssize_t t_stride, Py_ssize_t icg,
-                                Py_ssize_t ocg, const real *g, Py_ssize_t j, Py_ssize_t nr,
-                                real *out) noexcept nogil:
+cdef inline void _weight_row(const real *w, Py_ssize_t tap_stride, Py_ssize_t icg,
+                             Py_ssize_t width, const real *g, Py_ssize_t alpha, Py_ssize_t i,
+                             Py_ssize_t j_lo, Py_ssize_t j_hi, Py_ssize_t nr, real *out,
+                             Py_ssize_t slice_stride) noexcept nogil:
     if real is float:
-        wg_weight_column_f(t, t_stride, icg, ocg, g, j, nr, out)
+        wg_weight_row_f(w, tap_stride, icg, width, g, alpha, i, j_lo, j_hi, nr, out,
+                        slice_stride)
     else:
-        wg_weight_column_d(t, t_stride, icg, ocg, g, j, nr, out)
+        wg_weight_row_d(w, tap_stride, icg, width, g, alpha, i, j_lo, j_hi, nr, out,
+                        slice_stride)
 
 
 cpdef Py_ssize_t fused_row_parts(Py_ssize_t threads, Py_ssize_t rows, Py_ssize_t row_length):
-    """How many parts a fused run splits each of its ``rows`` rows of positions into:
-    enough items for every thread, whole rows when there are rows for all."""
+    """How many parts a fused run splits each of its ``rows`` rows of positions (one per
+    group, block of panels and row) into: enough items for every thread, whole rows when
+    there are rows for all."""
     return max(1, min(row_length, (threads + rows - 1) // rows))
 
 
-# A fused run's U buffers per thread: the three partial sums of a row of positions
-# (wg_weight_row) and the position being multiplied.
-FUSED_SLICES = 4
+cpdef Py_ssize_t fused_elements(Py_ssize_t icg, Py_ssize_t ocg, Py_ssize_t alpha,
+                                Py_ssize_t fused_panels, Py_ssize_t nr, Py_ssize_t itemsize):
+    """Elements of one thread's buffer in a fused run whose items take ``fused_panels``
+    panels of ``nr`` output channels: the U slices of a row of positions (alpha), each
+    padded as position_stride pads planes."""
+    cdef Py_ssize_t block = min(fused_panels, (ocg + nr - 1) // nr)
+    return alpha * position_stride(icg * block * nr, itemsize)
+
+
+cpdef Py_ssize_t packed_filter_elements(Py_ssize_t icg, Py_ssize_t ocg, Py_ssize_t groups,
+                                        Py_ssize_t fused_panels, Py_ssize_t nr,
+                                        Py_ssize_t itemsize):
+    """Elements of a fused run's filter packed by blocks of ``fused_panels`` panels
+    (wg_weight_pack): per group and block, 9 taps of ICg x its channels, each tap padded
+    as position_stride pads planes."""
+    cdef Py_ssize_t panels = (ocg + nr - 1) // nr
+    cdef Py_ssize_t block = min(fused_panels, panels)
+    cdef Py_ssize_t blocks = (panels + block - 1) // block
+    return groups * blocks * 9 * position_stride(icg * min(block * nr, ocg), itemsize)
 
 
 def workspace_elements(positions, block_tiles, icg, ocg, groups, channel_chunk, threads,
-                       shared, int level, itemsize=4, fused=False):
+                       shared, int level, itemsize=4, fused_panels=0):
     """Elements of the whole workspace: V and M blocks (rows padded to whole micro-tiles,
     M's channels to whole panels, planes to position_stride), two tile buffers per thread
-    and, for fused weights, FUSED_SLICES U slices per thread."""
+    and, for fused weights in blocks of ``fused_panels`` panels, a thread's fused buffers
+    (:func:`fused_elements`)."""
     _, nr = gemm_layout(level, np.float32 if itemsize == 4 else np.float64)
     rows = rows_capacity(block_tiles, level)
     ldm = -(-ocg // nr) * nr
     planes = (position_stride(rows * icg, itemsize) + position_stride(rows * ldm, itemsize))
     buffers = threads * 2 * positions * max(channel_chunk, VECTOR_ELEMENTS)
-    if fused:
-        buffers += threads * FUSED_SLICES * position_stride(icg * ldm, itemsize)
+    if fused_panels:
+        alpha = math.isqrt(positions)  # fused runs are 2-D: P = alpha^2
+        buffers += threads * fused_elements(icg, ocg, alpha, fused_panels, nr, itemsize)
     if shared:
         return positions * groups * planes + buffers
     return threads * positions * planes + buffers
@@ -291,7 +321,8 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
                   const real[:, ::1] at0, const real[:, ::1] at1, const real[:, ::1] at2,
                   pads_begin, Py_ssize_t block_tiles, Py_ssize_t channel_chunk, int threads,
                   bint shared, int level, const real[:, :, :, :, ::1] weights=None,
-                  const real[:, ::1] gmat=None, Epilogue epilogue=None):
+                  const real[:, ::1] gmat=None, Epilogue epilogue=None,
+                  Py_ssize_t fused_panels=1, real[::1] packed_filter=None):
     """Winograd convolution, stride 1 and dilation 1, on three (lifted) spatial axes.
 
     src (N, I0, I1, I2, IC), dst (N, O0, O1, O2, OC). U (G, P, plane) holds the
@@ -302,8 +333,12 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     Fused weights: with U None, a shared-blocks 2-D run computes each position's slice of
     U just before its GEMM, from ``weights`` (G, 3, 3, ICg, OCg) and ``gmat`` (alpha, 3), in
     per-thread buffers that stay in cache, so U never goes through memory. A thread takes
-    a row of positions at a time and reads the filter once for the whole row. Output
-    channels per group must be whole 64-byte vectors.
+    a row of positions for a block of ``fused_panels`` panels of output channels at a
+    time: it reads that block's part of the filter once for the whole row, and a thread's
+    consecutive items are the rows of one block, whose part of the filter then stays in
+    its cache. The filter is first copied block by block into ``packed_filter`` (of
+    :func:`packed_filter_elements`; allocated here if None), so that each block is
+    contiguous. Output channels per group must be whole 64-byte vectors.
 
     ``epilogue``: post-ops (without a sum) applied to each output tile once written.
 
@@ -362,9 +397,11 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
         raise ValueError(f"U has shape {(U.shape[0], U.shape[1], U.shape[2])}; expected "
                          f"({groups}, {positions}, {plane}) for IC={geo.in_channels}, "
                          f"OC={geo.out_channels} and GEMM level {level}")
-    if block_tiles < 1 or channel_chunk < 1 or threads < 1:
-        raise ValueError(f"block_tiles={block_tiles}, channel_chunk={channel_chunk} and "
-                         f"threads={threads} must be >= 1")
+    if block_tiles < 1 or channel_chunk < 1 or threads < 1 or fused_panels < 1:
+        raise ValueError(f"block_tiles={block_tiles}, channel_chunk={channel_chunk}, "
+                         f"threads={threads} and fused_panels={fused_panels} must be >= 1")
+    if fused_panels > panels:
+        fused_panels = panels
 
     cdef Py_ssize_t total_tiles = geo.batch * geo.tiles[0] * geo.tiles[1] * geo.tiles[2]
     cdef Py_ssize_t blocks = (total_tiles + block_tiles - 1) // block_tiles
@@ -376,17 +413,28 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     cdef Py_ssize_t v_stride = position_stride(rows_cap * icg, sizeof(real))
     cdef Py_ssize_t m_stride = position_stride(rows_cap * ldm, sizeof(real))
     cdef Py_ssize_t u_stride = plane
-    # per thread: the two tile buffers, then V and M unless shared, or FUSED_SLICES U
-    # slices if fused; every part starts on a 64-byte boundary (buffers and planes are
-    # whole lines)
+    cdef Py_ssize_t a_last = geo.alpha[2]
+    # the packed filter's blocks (wg_weight_pack) and a fused item's U slices
+    cdef Py_ssize_t block_width = min(fused_panels * nr, ocg)
+    cdef Py_ssize_t pack_stride = position_stride(icg * block_width, sizeof(real))
+    cdef Py_ssize_t block_stride = 9 * pack_stride
+    cdef Py_ssize_t slice_stride = position_stride(icg * fused_panels * nr, sizeof(real))
+    # per thread: the two tile buffers, then V and M unless shared, or the fused buffers;
+    # every part starts on a 64-byte boundary (buffers and planes are whole lines)
     cdef Py_ssize_t own = 2 * buf_elems + (0 if shared else positions * (v_stride + m_stride))
     if fused:
-        own += FUSED_SLICES * plane
+        own += a_last * slice_stride
     cdef Py_ssize_t common = positions * groups * (v_stride + m_stride) if shared else 0
     dtype = np.float32 if real is float else np.float64
     # 64-byte aligned: the vector loads and stores here are whole cache lines
     work_array = buffers.aligned_empty((threads * own + common,), dtype)
     flags_array = np.zeros(threads, dtype=np.intc)
+    cdef Py_ssize_t slabs = 2 * buf_elems
+    if fused and ocg % nr:
+        # the slices' columns past OCg in a last partial panel, which the GEMMs multiply
+        # but nothing reads: zero rather than stale bits (slow denormals, NaN)
+        for thread in range(threads):
+            work_array[thread * own + slabs:(thread + 1) * own] = 0
     cdef real[::1] work = work_array
     cdef int[::1] flags = flags_array
     cdef real *base = &work[0]
@@ -394,17 +442,26 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
     cdef const real *u_p = NULL
     cdef const real *w_p = NULL
     cdef const real *g_p = NULL
+    cdef real *packed_p = NULL
     if fused:
         w_p = &weights[0, 0, 0, 0, 0]
         g_p = &gmat[0, 0]
+        size = packed_filter_elements(icg, ocg, groups, fused_panels, nr, sizeof(real))
+        if packed_filter is None:
+            packed_filter = buffers.aligned_empty((size,), dtype)
+        elif packed_filter.shape[0] < size:
+            raise ValueError(f"packed_filter holds {packed_filter.shape[0]} elements; "
+                             f"expected at least {size}")
+        packed_p = &packed_filter[0]
     else:
         u_p = &U[0, 0, 0]
-    cdef Py_ssize_t w_group = 9 * icg * ocg, a_last = geo.alpha[2]
+    cdef Py_ssize_t w_group = 9 * icg * ocg
     cdef Py_ssize_t a_rows = positions // a_last
-    cdef Py_ssize_t parts = fused_row_parts(threads, groups * a_rows, a_last)
-    cdef Py_ssize_t row, part, col
-    cdef real *slice_p = NULL
-    cdef real *partial_p = NULL
+    cdef Py_ssize_t panel_blocks = (panels + fused_panels - 1) // fused_panels
+    cdef Py_ssize_t rows_of_items = groups * panel_blocks * a_rows
+    cdef Py_ssize_t parts = fused_row_parts(threads, rows_of_items, a_last)
+    cdef Py_ssize_t row, part, col, panel_lo, panel_hi, key, j_lo, j_hi, k_lo, k_hi
+    cdef Py_ssize_t filter_rows = 9 * icg, pack_chunk = 32
     cdef real *dst_p = &dst[0, 0, 0, 0, 0]
     cdef const real *bias_p = NULL
     if bias is not None:
@@ -448,6 +505,17 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
 
     V = base + threads * own
     M = V + positions * groups * v_stride
+    if fused:
+        # chunks of filter rows (tap, input channel), a group's at a time
+        with nogil, parallel(num_threads=threads):
+            for item in prange(groups * ((filter_rows + pack_chunk - 1) // pack_chunk),
+                               schedule="static"):
+                g = item // ((filter_rows + pack_chunk - 1) // pack_chunk)
+                k_lo = item % ((filter_rows + pack_chunk - 1) // pack_chunk) * pack_chunk
+                k_hi = min(k_lo + pack_chunk, filter_rows)
+                _weight_pack(w_p + g * w_group, icg, ocg, block_width, k_lo, k_hi,
+                             packed_p + g * panel_blocks * block_stride, pack_stride,
+                             block_stride)
     for block in range(blocks):
         t_begin = block * block_tiles
         t_end = min(t_begin + block_tiles, total_tiles)
@@ -462,20 +530,29 @@ def conv_winograd(const real[:, :, :, :, ::1] src, const real[:, :, ::1] U,
                 _input(src_p, &geo, b0, b1, b2, g, t, t + 1, t_begin,
                        V + g * positions * v_stride, v_stride, mine, mine + buf_elems)
             if fused:
-                # a row of positions per item (a part of one when threads outnumber rows)
-                for item in prange(groups * a_rows * parts, schedule="dynamic"):
-                    g = item // (a_rows * parts)
-                    row = (item // parts) % a_rows
+                # several items multiply each position: its padding rows first
+                for item in prange(groups * positions, schedule="static"):
+                    _pad_rows(V + item * v_stride, 1, v_stride, rows, padded, icg)
+                # a row of positions for a block of panels per item (a part of one when
+                # threads outnumber rows), in order (group, block, row); static, so that a
+                # thread's consecutive items share the block's filter in its cache
+                for item in prange(rows_of_items * parts, schedule="static"):
                     part = item % parts
-                    partial_p = mine + 2 * buf_elems
-                    slice_p = partial_p + 3 * plane
-                    _weight_row(w_p + g * w_group, icg, ocg, g_p, row, nr, partial_p, plane)
-                    for col in range(part * a_last // parts, (part + 1) * a_last // parts):
+                    row = (item // parts) % a_rows
+                    key = item // (parts * a_rows)
+                    g = key // panel_blocks
+                    panel_lo = key % panel_blocks * fused_panels
+                    panel_hi = min(panel_lo + fused_panels, panels)
+                    j_lo = part * a_last // parts
+                    j_hi = (part + 1) * a_last // parts
+                    _weight_row(packed_p + key * block_stride, pack_stride, icg,
+                                min(panel_hi * nr, ocg) - panel_lo * nr, g_p, a_last, row,
+                                j_lo, j_hi, nr, mine + slabs, slice_stride)
+                    for col in range(j_lo, j_hi):
                         pos = (g * a_rows + row) * a_last + col
-                        _pad_rows(V + pos * v_stride, 1, v_stride, rows, padded, icg)
-                        _weight_column(partial_p, plane, icg, ocg, g_p, col, nr, slice_p)
-                        _gemm(level, V + pos * v_stride, slice_p, M + pos * m_stride, rows,
-                              icg, panels, ldm)
+                        _gemm(level, V + pos * v_stride, mine + slabs + col * slice_stride,
+                              M + pos * m_stride + panel_lo * nr, rows, icg,
+                              panel_hi - panel_lo, ldm)
             else:
                 # static, as transform_weights(by_position=True) splits the positions: a
                 # thread then multiplies the U planes it wrote itself (see there)

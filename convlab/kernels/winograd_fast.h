@@ -6,14 +6,16 @@
  * With alpha a compile-time constant the loops unroll and a tile stays in vector registers
  * (and L1 spill slots) between the two passes, instead of going through memory for every
  * coefficient as the generic passes do. The coefficients are still the generated matrices,
- * read at run time (one broadcast each); zero entries are multiplied rather than skipped,
- * which costs less than a branch per entry here. */
+ * read at run time, as whole vectors from a table the caller fills once (wg_broadcast);
+ * zero entries are multiplied rather than skipped, which costs less than a branch per entry
+ * here. */
 
 #define WG_FA(name) WG_CAT(WG_FN(name), WG_A)
 
-/* V[(i*A + j) * pos_stride] = (B^T d B)[i][j], d[k][l] at base + k*ys + l*xs. */
+/* V[(i*A + j) * pos_stride] = (B^T d B)[i][j], d[k][l] at base + k*ys + l*xs; bt holds
+ * B^T's A x A entries as vectors. */
 static inline __attribute__((always_inline)) void WG_FA(wg_in2d)(
-    const WG_REAL *base, Py_ssize_t ys, Py_ssize_t xs, const WG_REAL *restrict bt,
+    const WG_REAL *base, Py_ssize_t ys, Py_ssize_t xs, const WG_VEC *restrict bt,
     WG_REAL *V, Py_ssize_t pos_stride)
 {
     WG_VEC t[WG_A][WG_A];
@@ -46,9 +48,10 @@ static inline __attribute__((always_inline)) void WG_FA(wg_in2d)(
 }
 
 /* out[i*ys + j*xs] = (A^T M A)[i][j] + bias for i < e0, j < e1, with M[k][l] at
- * Mp + (k*A + l) * pos_stride; *bad collects the lanes that came out Inf or NaN. */
+ * Mp + (k*A + l) * pos_stride and A^T's (A - 2) x A entries as vectors in at; *bad
+ * collects the lanes that came out Inf or NaN. */
 static inline __attribute__((always_inline)) void WG_FA(wg_out2d)(
-    const WG_REAL *Mp, Py_ssize_t pos_stride, const WG_REAL *restrict at, WG_VEC bias,
+    const WG_REAL *Mp, Py_ssize_t pos_stride, const WG_VEC *restrict at, WG_VEC bias,
     WG_REAL *out, Py_ssize_t ys, Py_ssize_t xs, Py_ssize_t e0, Py_ssize_t e1, WG_IVEC *bad)
 {
     enum { WG_M = WG_A - 2 };
@@ -82,10 +85,11 @@ static inline __attribute__((always_inline)) void WG_FA(wg_out2d)(
 }
 
 /* U[(i*A + j) * pos_stride] = (G w G^T)[i][j] for a 3x3 filter, w[k][l] at
- * base + (k*3 + l) * tap_stride. Each entry is WG_W_DOT3's arithmetic, which the fused
- * path (wg_weight_row, then wg_weight_column) repeats, so both give the same bits. */
+ * base + (k*3 + l) * tap_stride, G's A x 3 entries as vectors in g. Each entry is
+ * WG_W_DOT3's arithmetic, which the fused path (wg_w2d_row) repeats, so both give the
+ * same bits. */
 static inline __attribute__((always_inline)) void WG_FA(wg_w2d)(
-    const WG_REAL *base, Py_ssize_t tap_stride, const WG_REAL *restrict g, WG_REAL *U,
+    const WG_REAL *base, Py_ssize_t tap_stride, const WG_VEC *restrict g, WG_REAL *U,
     Py_ssize_t pos_stride)
 {
     WG_VEC t[WG_A][3];
@@ -112,7 +116,7 @@ static inline __attribute__((always_inline)) void WG_FA(wg_w2d)(
  * the same arithmetic, so U comes out bit for bit the same whichever thread computes
  * which positions. */
 static inline __attribute__((always_inline)) void WG_FA(wg_w2d_span)(
-    const WG_REAL *base, Py_ssize_t tap_stride, const WG_REAL *restrict g, WG_REAL *U,
+    const WG_REAL *base, Py_ssize_t tap_stride, const WG_VEC *restrict g, WG_REAL *U,
     Py_ssize_t pos_stride, Py_ssize_t p_lo, Py_ssize_t p_hi)
 {
     const Py_ssize_t i_lo = p_lo / WG_A, i_hi = (p_hi - 1) / WG_A + 1;
@@ -137,6 +141,28 @@ static inline __attribute__((always_inline)) void WG_FA(wg_w2d_span)(
                 *(WG_VEC *)(U + (i * WG_A + j) * pos_stride) =
                     WG_W_DOT3(g + j * 3, t[0], t[1], t[2]);
         }
+    }
+}
+
+/* Positions (i, j_lo) .. (i, j_hi - 1) of wg_w2d's tile into out + j * slice_stride, with
+ * the same arithmetic: the fused path's U slices. */
+static inline __attribute__((always_inline)) void WG_FA(wg_w2d_row)(
+    const WG_REAL *base, Py_ssize_t tap_stride, const WG_VEC *restrict g, Py_ssize_t i,
+    Py_ssize_t j_lo, Py_ssize_t j_hi, WG_REAL *out, Py_ssize_t slice_stride)
+{
+    WG_VEC t[3];
+#pragma GCC unroll 3
+    for (int l = 0; l < 3; l++)
+        t[l] = WG_W_DOT3(g + i * 3, *(const WG_VEC *)(base + l * tap_stride),
+                         *(const WG_VEC *)(base + (3 + l) * tap_stride),
+                         *(const WG_VEC *)(base + (6 + l) * tap_stride));
+    if (j_lo == 0 && j_hi == WG_A) {
+#pragma GCC unroll 8
+        for (int j = 0; j < WG_A; j++)
+            *(WG_VEC *)(out + j * slice_stride) = WG_W_DOT3(g + j * 3, t[0], t[1], t[2]);
+    } else {
+        for (Py_ssize_t j = j_lo; j < j_hi; j++)
+            *(WG_VEC *)(out + j * slice_stride) = WG_W_DOT3(g + j * 3, t[0], t[1], t[2]);
     }
 }
 

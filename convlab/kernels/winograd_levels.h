@@ -52,15 +52,17 @@ WG_DISPATCHED(void, , wg_weight_tiles,
      Py_ssize_t p_lo, Py_ssize_t p_hi),
     (w, geo, g0, g1, g2, ic_begin, ic_end, U, pos_stride, nr, buf_a, buf_b, p_lo, p_hi))
 
-WG_DISPATCHED(void, , wg_weight_row,
-    (const WG_REAL *w, Py_ssize_t ICg, Py_ssize_t OCg, const WG_REAL *g, Py_ssize_t i,
-     Py_ssize_t nr, WG_REAL *t, Py_ssize_t t_stride),
-    (w, ICg, OCg, g, i, nr, t, t_stride))
+WG_DISPATCHED(void, , wg_weight_pack,
+    (const WG_REAL *w, Py_ssize_t ICg, Py_ssize_t OCg, Py_ssize_t block_width,
+     Py_ssize_t k_lo, Py_ssize_t k_hi, WG_REAL *out, Py_ssize_t tap_stride,
+     Py_ssize_t block_stride),
+    (w, ICg, OCg, block_width, k_lo, k_hi, out, tap_stride, block_stride))
 
-WG_DISPATCHED(void, , wg_weight_column,
-    (const WG_REAL *t, Py_ssize_t t_stride, Py_ssize_t ICg, Py_ssize_t OCg, const WG_REAL *g,
-     Py_ssize_t j, Py_ssize_t nr, WG_REAL *out),
-    (t, t_stride, ICg, OCg, g, j, nr, out))
+WG_DISPATCHED(void, , wg_weight_row,
+    (const WG_REAL *w, Py_ssize_t tap_stride, Py_ssize_t ICg, Py_ssize_t width,
+     const WG_REAL *g, Py_ssize_t alpha, Py_ssize_t i, Py_ssize_t j_lo, Py_ssize_t j_hi,
+     Py_ssize_t nr, WG_REAL *out, Py_ssize_t slice_stride),
+    (w, tap_stride, ICg, width, g, alpha, i, j_lo, j_hi, nr, out, slice_stride))
 
 #undef WG_DISPATCHED
 #undef WG_LEVEL_COPY

@@ -70,6 +70,22 @@ typedef WG_REAL WG_FN(wg_vec) __attribute__((vector_size(64), aligned(sizeof(WG_
  * (A macro: a function returning a 64-byte vector draws ABI warnings outside AVX-512.) */
 #define WG_W_DOT3(g, a, b, c) ((g)[0] * (a) + (g)[1] * (b) + (g)[2] * (c))
 
+/* The most coefficients a fast path takes as vectors: B^T of F(6) has 8 x 8. */
+#define WG_MAX_COEFFS 64
+
+/* out[k] = a vector of n coefficients c[k], every lane c[k]. The fast paths multiply by
+ * these rather than by the scalars: a scalar times a 64-byte vector, wider than the
+ * registers of x86-64-v3 and the baseline, makes GCC assemble the broadcast in a stack
+ * slot lane by lane at every use (most of the F(4) weight transform's time at AVX2),
+ * where a table entry is one or two loads. Same products, same bits. */
+static inline __attribute__((always_inline)) void WG_FN(wg_broadcast)(
+    const WG_REAL *c, Py_ssize_t n, WG_REAL (*out)[WG_VL])
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        for (Py_ssize_t v = 0; v < WG_VL; v++)
+            out[k][v] = c[k];
+}
+
 #define WG_A 4
 #include "winograd_fast.h"
 #undef WG_A
@@ -247,6 +263,10 @@ WG_PER_LEVEL void WG_FN(wg_input_tiles_body)(
     const Py_ssize_t IC = geo->in_channels, ICg = geo->in_channels_per_group;
     const Py_ssize_t CC = geo->channel_chunk;
     const int fast = WG_FN(wg_fast_2d)(geo, bt1, bt2, a2);
+    WG_REAL bt_vectors[WG_MAX_COEFFS][WG_VL] __attribute__((aligned(64)));
+    if (fast)
+        WG_FN(wg_broadcast)(bt2, a2 * a2, bt_vectors);
+    const WG_VEC *btv = (const WG_VEC *)bt_vectors;
     for (Py_ssize_t t = t_begin; t < t_end; t++) {
         Py_ssize_t n, origin[3], start[3];
         WG_FN(wg_tile_origin)(geo, t, &n, origin);
@@ -286,9 +306,9 @@ WG_PER_LEVEL void WG_FN(wg_input_tiles_body)(
             WG_REAL *out = lanes < WG_VL ? buf_b : row + c;
             const Py_ssize_t stride = lanes < WG_VL ? WG_VL : pos_stride;
             switch (a2) {
-            case 4: WG_CAT(WG_FN(wg_in2d), 4)(base, ys, xs, bt2, out, stride); break;
-            case 6: WG_CAT(WG_FN(wg_in2d), 6)(base, ys, xs, bt2, out, stride); break;
-            default: WG_CAT(WG_FN(wg_in2d), 8)(base, ys, xs, bt2, out, stride); break;
+            case 4: WG_CAT(WG_FN(wg_in2d), 4)(base, ys, xs, btv, out, stride); break;
+            case 6: WG_CAT(WG_FN(wg_in2d), 6)(base, ys, xs, btv, out, stride); break;
+            default: WG_CAT(WG_FN(wg_in2d), 8)(base, ys, xs, btv, out, stride); break;
             }
             if (lanes < WG_VL)
                 for (Py_ssize_t pos = 0; pos < a2 * a2; pos++)
@@ -342,6 +362,10 @@ WG_PER_LEVEL int WG_FN(wg_output_tiles_body)(
     const Py_ssize_t OC = geo->out_channels, OCg = geo->out_channels_per_group;
     const Py_ssize_t CC = geo->channel_chunk;
     const int fast = WG_FN(wg_fast_2d)(geo, at1, at2, m2);
+    WG_REAL at_vectors[WG_MAX_COEFFS][WG_VL] __attribute__((aligned(64)));
+    if (fast)
+        WG_FN(wg_broadcast)(at2, m2 * a2, at_vectors);
+    const WG_VEC *atv = (const WG_VEC *)at_vectors;
     int nonfinite = 0;
     for (Py_ssize_t t = t_begin; t < t_end; t++) {
         Py_ssize_t n, origin[3];
@@ -380,13 +404,13 @@ WG_PER_LEVEL int WG_FN(wg_output_tiles_body)(
                 }
                 switch (a2) {
                 case 4:
-                    WG_CAT(WG_FN(wg_out2d), 4)(Mp, mstride, at2, b, out, ys, xs, e1, e2, &bad);
+                    WG_CAT(WG_FN(wg_out2d), 4)(Mp, mstride, atv, b, out, ys, xs, e1, e2, &bad);
                     break;
                 case 6:
-                    WG_CAT(WG_FN(wg_out2d), 6)(Mp, mstride, at2, b, out, ys, xs, e1, e2, &bad);
+                    WG_CAT(WG_FN(wg_out2d), 6)(Mp, mstride, atv, b, out, ys, xs, e1, e2, &bad);
                     break;
                 default:
-                    WG_CAT(WG_FN(wg_out2d), 8)(Mp, mstride, at2, b, out, ys, xs, e1, e2, &bad);
+                    WG_CAT(WG_FN(wg_out2d), 8)(Mp, mstride, atv, b, out, ys, xs, e1, e2, &bad);
                     break;
                 }
                 if (lanes < WG_VL)
@@ -469,6 +493,10 @@ WG_PER_LEVEL void WG_FN(wg_weight_tiles_body)(
                      && memcmp(g1, g2, (size_t)(a2 * 3) * sizeof(WG_REAL)) == 0;
     const Py_ssize_t fast_channels = fast ? OCg / WG_VL * WG_VL : 0;
     const int whole = p_lo == 0 && p_hi == positions;
+    WG_REAL g_vectors[8 * 3][WG_VL] __attribute__((aligned(64)));
+    if (fast)
+        WG_FN(wg_broadcast)(g2, a2 * 3, g_vectors);
+    const WG_VEC *gv = (const WG_VEC *)g_vectors;
     /* panel by panel, input channel by input channel: each position's output then grows
      * as one sequential stream per panel (input channels first would scatter every
      * channel's writes over positions x panels pages) */
@@ -480,20 +508,20 @@ WG_PER_LEVEL void WG_FN(wg_weight_tiles_body)(
                 WG_REAL *out = U + (c / nr) * ICg * nr + ic * nr + c % nr;
                 if (whole) {
                     switch (a2) {
-                    case 4: WG_CAT(WG_FN(wg_w2d), 4)(base, tap_stride, g2, out, pos_stride);
+                    case 4: WG_CAT(WG_FN(wg_w2d), 4)(base, tap_stride, gv, out, pos_stride);
                             break;
-                    case 6: WG_CAT(WG_FN(wg_w2d), 6)(base, tap_stride, g2, out, pos_stride);
+                    case 6: WG_CAT(WG_FN(wg_w2d), 6)(base, tap_stride, gv, out, pos_stride);
                             break;
-                    default: WG_CAT(WG_FN(wg_w2d), 8)(base, tap_stride, g2, out, pos_stride);
+                    default: WG_CAT(WG_FN(wg_w2d), 8)(base, tap_stride, gv, out, pos_stride);
                              break;
                     }
                 } else {
                     switch (a2) {
-                    case 4: WG_CAT(WG_FN(wg_w2d_span), 4)(base, tap_stride, g2, out,
+                    case 4: WG_CAT(WG_FN(wg_w2d_span), 4)(base, tap_stride, gv, out,
                                                           pos_stride, p_lo, p_hi); break;
-                    case 6: WG_CAT(WG_FN(wg_w2d_span), 6)(base, tap_stride, g2, out,
+                    case 6: WG_CAT(WG_FN(wg_w2d_span), 6)(base, tap_stride, gv, out,
                                                           pos_stride, p_lo, p_hi); break;
-                    default: WG_CAT(WG_FN(wg_w2d_span), 8)(base, tap_stride, g2, out,
+                    default: WG_CAT(WG_FN(wg_w2d_span), 8)(base, tap_stride, gv, out,
                                                            pos_stride, p_lo, p_hi); break;
                     }
                 }
@@ -528,51 +556,67 @@ WG_PER_LEVEL void WG_FN(wg_weight_tiles_body)(
     }
 }
 
-/* The fused path's U, one row of positions at a time (2-D 3x3 filters; OCg whole
- * vectors). wg_weight_row applies G's row i along the filter's first axis, writing the
- * three partial sums t[l] (l = the filter's column) into t + l * t_stride, packed like U;
- * wg_weight_column then gives position (i, j) = sum_l G[j][l] t[l]. The filter is thus
- * read once per row of positions instead of once per position, and a position costs 3
- * multiply-adds per weight instead of 12 (F(4): 6 filter passes instead of 36, which took
- * a one-shot call of GoogLeNet's inception_4c/3x3 from 0.27 to 0.36 ms when each position
- * re-read the 0.7 MB filter). The arithmetic, and its order, is wg_w2d's. */
-WG_PER_LEVEL void WG_FN(wg_weight_row_body)(
-    const WG_REAL *w, Py_ssize_t ICg, Py_ssize_t OCg, const WG_REAL *g, Py_ssize_t i,
-    Py_ssize_t nr, WG_REAL *t, Py_ssize_t t_stride)
+/* The fused path's filter, in blocks of block_width output channels (the last one may
+ * be narrower): rows [k_lo, k_hi) of the canonical (3, 3, ICg, OCg) filter w, row k being
+ * tap k / ICg and input channel k % ICg, each row's part in block b copied to
+ * out + b * block_stride + tap * tap_stride + ic * width (width: the block's channels).
+ * wg_weight_row then reads a block as one contiguous stream per tap, for every row of
+ * positions. In place a block is a column of 9 * ICg pieces OCg apart: with power-of-two
+ * OCg they fall into a few cache sets and never stayed cached between rows (the six row
+ * passes over res5a_branch2b's 512 x 512 F(4) filter, one thread at AVX2: 6.0 ms in place,
+ * 2.8 ms packing block by block first), and copied block by block they still waited on
+ * memory for every piece, twice when the filter does not start on a cache line (NumPy's
+ * large arrays start 16 bytes into a page): 47% of a one-shot F(2) call. Whole rows are
+ * read as the streams that prefetchers follow. */
+WG_PER_LEVEL void WG_FN(wg_weight_pack_body)(
+    const WG_REAL *w, Py_ssize_t ICg, Py_ssize_t OCg, Py_ssize_t block_width,
+    Py_ssize_t k_lo, Py_ssize_t k_hi, WG_REAL *out, Py_ssize_t tap_stride,
+    Py_ssize_t block_stride)
 {
-    const Py_ssize_t tap_stride = ICg * OCg;
-    for (Py_ssize_t p0 = 0; p0 < OCg; p0 += nr) {
-        const Py_ssize_t p1 = (p0 + nr) < OCg ? (p0 + nr) : OCg;
-        for (Py_ssize_t ic = 0; ic < ICg; ic++) {
-            for (Py_ssize_t c = p0; c < p1; c += WG_VL) {
-                const WG_REAL *base = w + ic * OCg + c;
-                WG_REAL *out = t + (c / nr) * ICg * nr + ic * nr + c % nr;
-                for (int l = 0; l < 3; l++)
-                    *(WG_VEC *)(out + l * t_stride) =
-                        WG_W_DOT3(g + i * 3, *(const WG_VEC *)(base + l * tap_stride),
-                                  *(const WG_VEC *)(base + (3 + l) * tap_stride),
-                                  *(const WG_VEC *)(base + (6 + l) * tap_stride));
-            }
+    for (Py_ssize_t k = k_lo; k < k_hi; k++) {
+        const WG_REAL *row = w + k * OCg;
+        WG_REAL *to = out + (k / ICg) * tap_stride;
+        const Py_ssize_t ic = k % ICg;
+        for (Py_ssize_t c0 = 0; c0 < OCg; c0 += block_width) {
+            const Py_ssize_t width = (OCg - c0) < block_width ? (OCg - c0) : block_width;
+            WG_REAL *piece = to + (c0 / block_width) * block_stride + ic * width;
+            /* element by element, which GCC vectorises at the target's width (a copy of
+             * 64-byte vectors went through the stack at x86-64-v3) */
+            for (Py_ssize_t c = 0; c < width; c++)
+                piece[c] = row[c0 + c];
         }
     }
 }
 
-WG_PER_LEVEL void WG_FN(wg_weight_column_body)(
-    const WG_REAL *t, Py_ssize_t t_stride, Py_ssize_t ICg, Py_ssize_t OCg, const WG_REAL *g,
-    Py_ssize_t j, Py_ssize_t nr, WG_REAL *out)
+/* The fused path's U slices for positions (i, j_lo) .. (i, j_hi - 1) (2-D 3x3 filters,
+ * alpha 4, 6 or 8) and a block of output channels: position (i, j) into
+ * out + j * slice_stride, packed like U, panel p of the block at p * ICg * nr. w holds the
+ * block's filter as wg_weight_pack leaves it (width channels, whole vectors; taps
+ * tap_stride apart). The arithmetic, and its order, is wg_w2d's, so a fused run gives the
+ * bits of a run on stored U. */
+WG_PER_LEVEL void WG_FN(wg_weight_row_body)(
+    const WG_REAL *w, Py_ssize_t tap_stride, Py_ssize_t ICg, Py_ssize_t width,
+    const WG_REAL *g, Py_ssize_t alpha, Py_ssize_t i, Py_ssize_t j_lo, Py_ssize_t j_hi,
+    Py_ssize_t nr, WG_REAL *out, Py_ssize_t slice_stride)
 {
-    for (Py_ssize_t p0 = 0; p0 < OCg; p0 += nr) {
-        const Py_ssize_t width = ((p0 + nr) < OCg ? (p0 + nr) : OCg) - p0;
-        /* a whole panel is one run of ICg * nr; a partial one, ICg runs of its width */
-        const Py_ssize_t runs = width == nr ? 1 : ICg;
-        const Py_ssize_t run = width == nr ? ICg * nr : width;
-        for (Py_ssize_t r = 0; r < runs; r++) {
-            const Py_ssize_t first = (p0 / nr) * ICg * nr + r * nr;
-            for (Py_ssize_t v = first; v < first + run; v += WG_VL)
-                *(WG_VEC *)(out + v) =
-                    WG_W_DOT3(g + j * 3, *(const WG_VEC *)(t + v),
-                              *(const WG_VEC *)(t + t_stride + v),
-                              *(const WG_VEC *)(t + 2 * t_stride + v));
+    WG_REAL g_vectors[8 * 3][WG_VL] __attribute__((aligned(64)));
+    WG_FN(wg_broadcast)(g, alpha * 3, g_vectors);
+    const WG_VEC *gv = (const WG_VEC *)g_vectors;
+    for (Py_ssize_t p0 = 0; p0 < width; p0 += nr) {
+        const Py_ssize_t p1 = (p0 + nr) < width ? (p0 + nr) : width;
+        for (Py_ssize_t ic = 0; ic < ICg; ic++) {
+            for (Py_ssize_t c = p0; c < p1; c += WG_VL) {
+                const WG_REAL *base = w + ic * width + c;
+                WG_REAL *slice = out + (c / nr) * ICg * nr + ic * nr + c % nr;
+                switch (alpha) {
+                case 4: WG_CAT(WG_FN(wg_w2d_row), 4)(base, tap_stride, gv, i, j_lo, j_hi,
+                                                     slice, slice_stride); break;
+                case 6: WG_CAT(WG_FN(wg_w2d_row), 6)(base, tap_stride, gv, i, j_lo, j_hi,
+                                                     slice, slice_stride); break;
+                default: WG_CAT(WG_FN(wg_w2d_row), 8)(base, tap_stride, gv, i, j_lo, j_hi,
+                                                      slice, slice_stride); break;
+                }
+            }
         }
     }
 }
@@ -581,6 +625,7 @@ WG_PER_LEVEL void WG_FN(wg_weight_column_body)(
 #include "winograd_levels.h"
 
 #undef WG_W_DOT3
+#undef WG_MAX_COEFFS
 #undef WG_VEC
 #undef WG_VL
 #undef WG_FN

@@ -93,8 +93,17 @@ TRANSFORM_BUFFER_ELEMENTS = 4096
 CHANNEL_ALIGN = 16
 
 # A group's 3x3 filter up to this size is transformed inside the GEMM stage on a first
-# run (see fused_weights): each thread re-reads it once per row of transform positions.
+# run (see fused_weights), whatever the block's tiles.
 FUSED_MAX_FILTER_BYTES = 1 * 2**20
+# A larger filter is, when a block has at most this many tiles per output channel (of a
+# group). A fused run reads each block's V once per block of panels, an unfused one writes
+# and reads U (alpha^2 x ICg x OCg): the first costs less while the tiles are few against
+# OC/G. One-shot time fused / unfused, one thread at AVX2, over 11 VGG-19 and ResNet-50
+# layers' 1-2 MB filters: 0.40-0.83 at 4-54 tiles (res5a_branch2b, res4a_branch2b, conv5_1,
+# conv4_1, conv4_2 F(4), F(6)), 0.90-1.01 at 100-196 tiles against 256-512 channels, 1.03-
+# 1.16 at 196-392 tiles against 256 (conv3_1 F(2), conv3_2 F(2), F(4))
+# (bench/results/winograd_oneshot_2026-11-25_epyc-zen4-avx2.txt).
+FUSED_MAX_TILES_PER_CHANNEL = 0.5
 # The tile sizes whose first runs fuse: all. Fused against unfused one-shot time over the
 # fusable ResNet-50/GoogLeNet/VGG-19 layers at 2 threads, geo-mean: F(2) 1.17x faster,
 # F(4) 1.07x, F(6) 1.00x (F(4) and F(6) 0.85-0.95x on the 14x14 layers, 1.0-1.3x on the
@@ -106,6 +115,10 @@ FUSED_MAX_FILTER_BYTES = 1 * 2**20
 # FUSED_MAX_FILTER_BYTES stay unfused: fused F(4) took 1.09x as long on ten such layers
 # (bench/results/fused_max_filter_s11.txt).
 FUSED_TILE_SIZES = (2, 4, 6)
+# A fused run's item (a row of positions for a block of panels of output channels) keeps
+# its part of the filter and its U slices within this many bytes, for its consecutive rows
+# to find them in the core's L2.
+FUSED_ITEM_BYTES = 192 * 2**10
 # A shared run's unfused weight transform splits positions as its GEMMs do (each thread
 # writes the U planes it multiplies) rather than input channels (_splits_by_position).
 # One-shot time, by position / by channel, 2 threads, geo-mean over res4a_branch2b, VGG-19
@@ -477,7 +490,9 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blockin
     if block < SHARED_MIN_ROWS and (small_image or icg * ocg * itemsize >= min_slice):
         if _fusable(m, problem):
             # the U slices a fused run keeps per thread
-            buffers += _winograd.FUSED_SLICES * (icg * ldm + 32) * itemsize
+            buffers += _winograd.fused_elements(icg, ocg, m + wt.KERNEL - 1,
+                                                fused_panels(m, problem, level), nr,
+                                                itemsize) * itemsize
         shared_row = per_row * problem.groups
         block = _even(tiles, min(tiles, rows_within(budget - buffers, shared_row)))
         used = max(1, min(threads, (budget - capacity(block) * shared_row
@@ -501,7 +516,8 @@ def workspace_bytes_used(m: int, problem, threads: int,
         positions(m, problem.rank), b.block, problem.in_channels_per_group,
         problem.out_channels_per_group, problem.groups, b.channel_chunk, b.threads,
         b.shared, current_gemm_level(), problem.dtype.itemsize,
-        fused_weights(m, problem, b)) * problem.dtype.itemsize
+        fused_panels(m, problem, current_gemm_level()) if fused_weights(m, problem, b) else 0
+    ) * problem.dtype.itemsize
 
 
 # --------------------------------------------------------------------------- run
@@ -541,15 +557,21 @@ def _fill_padding_only_outputs(problem, dst, bias) -> None:
 
 
 def fused_weights(m: int, problem, b: Blocking) -> bool:
-    """Whether a first run computes U row of positions by row inside the GEMM stage.
+    """Whether a first run computes U inside the GEMM stage, a row of positions for a
+    block of output channels at a time (``_winograd.conv_winograd`` with U None).
 
     One-shot calls (``convolve``) then never write U to memory and read it back: the
-    weight transform of res3a (2.4 MB of U) took 0.17 ms of a 1 ms call that way. It
-    pays when each thread's GEMMs reuse the filter from its cache (shared blocks, a
-    filter that fits FUSED_MAX_FILTER_BYTES), the register path applies (2-D, whole
-    vectors of output channels) and the tile is one of FUSED_TILE_SIZES.
+    weight transform of res3a (2.4 MB of U) took 0.17 ms of a 1 ms call that way, and
+    res5a_branch2b's F(4) one-shot call (37.7 MB of U) took half as long as unfused. It
+    pays for shared blocks whose filter fits FUSED_MAX_FILTER_BYTES or whose tiles are
+    few against the output channels (FUSED_MAX_TILES_PER_CHANNEL), where the register
+    path applies (2-D, whole vectors of output channels) and the tile is one of
+    FUSED_TILE_SIZES.
     """
-    return b.shared and _fusable(m, problem)
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    return b.shared and _fusable(m, problem) and (
+        9 * icg * ocg * problem.dtype.itemsize <= FUSED_MAX_FILTER_BYTES
+        or b.block <= FUSED_MAX_TILES_PER_CHANNEL * ocg)
 
 
 def _splits_by_position(problem) -> bool:
@@ -561,11 +583,20 @@ def _splits_by_position(problem) -> bool:
             and problem.out_channels_per_group % (64 // problem.dtype.itemsize) == 0)
 
 
+def fused_panels(m: int, problem, level: int) -> int:
+    """Panels of output channels per item of a fused run: as many as keep the item's block
+    of the packed filter (9 taps) and its row of U slices (alpha) within FUSED_ITEM_BYTES,
+    at least one."""
+    _, nr = _winograd.gemm_layout(level, problem.dtype)
+    per_panel = ((wt.KERNEL ** 2 + m + wt.KERNEL - 1) * problem.in_channels_per_group
+                 * nr * problem.dtype.itemsize)
+    return max(1, FUSED_ITEM_BYTES // per_panel)
+
+
 def _fusable(m: int, problem) -> bool:
-    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
-    itemsize = problem.dtype.itemsize
-    return (m in FUSED_TILE_SIZES and problem.rank == 2 and ocg % (64 // itemsize) == 0
-            and 9 * icg * ocg * itemsize <= FUSED_MAX_FILTER_BYTES)
+    """Whether the fused kernel can run the problem (blocking counts its buffers then)."""
+    ocg, itemsize = problem.out_channels_per_group, problem.dtype.itemsize
+    return m in FUSED_TILE_SIZES and problem.rank == 2 and ocg % (64 // itemsize) == 0
 
 
 def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads,
@@ -579,10 +610,18 @@ def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads,
     pads = (0,) * (MAX_RANK - r) + tuple(problem.pads_begin)
     if prepared.first_run() and fused_weights(m, problem, b):
         _, _, gs = lifted_transforms(prepared.transform, r, problem.dtype)
+        _, nr = _winograd.gemm_layout(prepared.level, problem.dtype)
+        panels = fused_panels(m, problem, prepared.level)
+        # weight-sized, like U: a cached buffer spares the page faults of a fresh one
+        packed = _transformed_buffer((_winograd.packed_filter_elements(
+            problem.in_channels_per_group, problem.out_channels_per_group, problem.groups,
+            panels, nr, problem.dtype.itemsize),), problem.dtype)
         nonfinite = _winograd.conv_winograd(
             _lifted(src, r), None, bias, _lifted(dst, r), *bts, *ats, pads, b.block,
             b.channel_chunk, b.threads, b.shared, prepared.level,
-            np.ascontiguousarray(prepared.canonical, dtype=problem.dtype), gs[-1], epilogue)
+            np.ascontiguousarray(prepared.canonical, dtype=problem.dtype), gs[-1], epilogue,
+            panels, packed)
+        del packed
     else:
         u = (prepared.transformed(b.threads, by_position=True)
              if b.shared and _splits_by_position(problem) else prepared.transformed(threads))
@@ -660,11 +699,14 @@ def cost_terms(m: int, problem, threads) -> tuple:
     blocks = -(-total_tiles(m, problem) // b.block)
     u_bytes = (positions(m, problem.rank) * problem.in_channels_per_group
                * problem.out_channels * problem.dtype.itemsize)
+    # A fused run (fused_weights) computes U's slices again for every block of tiles, from
+    # the filter packed once per call, rather than U once into memory.
+    w_passes = blocks if fused_weights(m, problem, b) else 1
     # 1-D and 3-D runs take other code paths than 2-D (no register-tiled 2-D transform):
     # their extra cost per unit is fitted on its own, zero where no run says otherwise.
     other_rank = {1: "_1d", 3: "_3d"}.get(problem.rank)
     terms = {"call": 1.0, "gemm_flops": g_flops / threads, "transform_flops": t_flops / threads,
-             "weight_transform_flops": w_flops / threads,
+             "weight_transform_flops": w_flops * w_passes / threads,
              "tiles": total_tiles(m, problem) * problem.groups / threads,
              "u_stream_bytes": u_bytes * blocks / threads,
              # GEMMs of few rows (tiles per block) run below the microkernel's full rate
