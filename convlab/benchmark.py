@@ -756,7 +756,7 @@ def _best_family_ratio(contenders, prefix) -> Optional[float]:
     return torch_run.median / min(family)
 
 
-# The [im2col] issue's "GEMM-bound layers", whose im2col rate is held against NumPy's
+# "GEMM-bound layers", whose im2col rate is held against NumPy's
 # matmul: a GEMM of at least this many flops, 50 us at the ~200 GFLOP/s of the development
 # machine, about three times the 18 us a one-shot convolve spends around its kernel
 # (bench/results/overhead_s10.txt). Below it the call, not the GEMM, sets the pace: on

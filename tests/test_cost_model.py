@@ -78,8 +78,8 @@ def test_a_plan_chooses_without_the_per_call_weight_preparation():
         assert cost_model.seconds(estimate) == estimate.seconds
         left_out[algorithm.name] = preparation
     # the fitted constants price preparing the weights somewhere (the fit may zero a term
-    # that its timings cannot tell apart from others, as it did direct's packing in
-    # session 6), else plans and one-shot calls would never choose differently
+    # that its timings cannot tell apart from others, as it once did direct's packing),
+    # else plans and one-shot calls would never choose differently
     assert max(left_out.values()) > 0, left_out
     rows = select.assess(problem, 2)
     prepared_pick = select.choose(problem, 2, rows, prepared=True)

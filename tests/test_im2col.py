@@ -365,8 +365,8 @@ def test_rows_mode_cuts_chunks_to_the_small_gemm_size(dtype):
 def test_cost_model_orders_im2col_and_direct_where_every_bench_run_agrees():
     """The fitted model must keep the orderings no bench run has ever contradicted: for
     im2col a depthwise layer is G GEMMs of one column each. (It also held im2col ahead on
-    the 1x1 res2a_branch1 until session 6, whose runs on an AMD EPYC, with direct's larger
-    input-channel passes, time the two alike: 0.56-0.70 against 0.60-0.64 ms,
+    the 1x1 res2a_branch1 until direct's input-channel passes grew; runs on an AMD EPYC
+    with them time the two alike: 0.56-0.70 against 0.60-0.64 ms,
     bench/results/cost_timings_s6_run*.csv.)"""
     im2col_cost, direct_cost = get_algorithm("im2col").cost, get_algorithm("direct").cost
     depthwise = convlab.make_problem((1, 112, 112, 32), np.float32, (3, 3, 1, 32), np.float32,

@@ -253,8 +253,8 @@ static ptrdiff_t cl_pass_min_channels = 64;
 
 /* Dense dst of at least this many bytes is written with non-temporal stores (0: never),
  * which do not first read into the cache the lines they overwrite. A smaller dst fits in
- * L2 (1 MiB per core here), where the next layer may find it. On the AMD EPYC (Zen 4) of
- * sessions 6-7, direct's kernel alone, 2 threads (bench/direct_tiling.py;
+ * L2 (1 MiB per core on the CPU it was measured on), where the next layer may find it. On
+ * an AMD EPYC (Zen 4), direct's kernel alone, 2 threads (bench/direct_tiling.py;
  * bench/results/direct_streaming_s7_*.txt), geo-mean speed-up over never streaming:
  * ResNet-50 at batch 8 1.074 (from 1 MiB), 1.051 (from 4 MiB), 1.074 (always); at batch 1
  * 0.999, 0.995, 1.007, i.e. noise; VGG-19 1.015 and GoogLeNet-v2 1.010 (from 4 MiB). Two
@@ -267,8 +267,8 @@ static ptrdiff_t cl_stream_min_bytes = 1024 * 1024;
  * block fetch the next block's src, one cache line per pixel for each line of its own
  * (cl_kargs.pf). Such a src is read once, from memory: larger than the L3 share that
  * would keep it between calls, and the hardware prefetchers, which stop at page
- * boundaries and see P interleaved streams, left the kernel waiting on it. On the AMD
- * EPYC (Zen 4) of session 8, direct's kernel alone, 2 threads, ResNet-50 at batch 8
+ * boundaries and see P interleaved streams, left the kernel waiting on it. On an AMD
+ * EPYC (Zen 4), direct's kernel alone, 2 threads, ResNet-50 at batch 8
  * (bench/direct_tiling.py; bench/results/direct_prefetch_s8_resnet_50_mb8.txt), speed-up
  * over never prefetching: res2b_branch2a (src 25.7 MB) 1.12, res3a_branch2a 1.06,
  * res3a_branch1 1.03, the other layers 0.99-1.01. Prefetching every 1x1 src lost 1% on
@@ -341,8 +341,8 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * thread, see wpack): within cl_pass_bytes, never fewer than 64 channels, in
          * passes of equal size. 256 KiB rather than the 32 KiB share of L1 it was when
          * these weights were read in place (where a whole 512-channel pass was 1.6-2x
-         * slower, on the Intel machine of sessions 1-4): on the AMD EPYC (Zen 4, 32 KiB
-         * L1d, 1 MiB L2 per core) of session 6, direct's kernel on prepared weights, 2
+         * slower, on an Intel machine): on an AMD EPYC (Zen 4, 32 KiB L1d, 1 MiB L2 per
+         * core), direct's kernel on prepared weights, 2
          * threads (bench/direct_tiling.py, then named direct_pass_size.py;
          * bench/results/direct_pass_size_s6_*.txt), geo-mean over 32 KiB: ResNet-50
          * 1.053 (1x1 layers 1.04-1.17), GoogLeNet-v2 1.098, 1d 1.036, VGG-19 and

@@ -1,5 +1,5 @@
 /* A cache line passed back and forth between two OpenMP threads: how far apart the cores
- * that run them are. On the 2-vCPU VM of sessions 11-12 a probe of this kind measured
+ * that run them are. On a 2-vCPU VM a probe of this kind measured
  * 0.05-0.15 us per round trip, and about 0.34 us (with 4 MiB written by one thread and
  * read by the other taking twice as long, while each thread's own data kept its speed)
  * in the "slow spells" during which the algorithms that pass data between their threads

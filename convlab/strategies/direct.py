@@ -27,7 +27,7 @@ KERNEL_RANK = 3
 # 1-D and 2-D batches run as the depth slices of one image, so that a run of pixels (and a
 # register block of them) spans images: the tail block of each small image no longer runs
 # short, and each pass's weights are copied once per run rather than once per image. On
-# the AMD EPYC of session 12, direct at batch 8, 2 threads, time with / without (python
+# an AMD EPYC (Zen 4), direct at batch 8, 2 threads, time with / without (python
 # bench/ab_constant.py convlab.strategies.direct BATCH_AS_DEPTH False True --algorithm
 # direct --mb 8 ...; bench/results/batch_as_depth_s12.txt): res5a_branch1 0.90,
 # res5a_branch2b 0.93, res4a_branch1 0.97, the other ResNet-50 layers 0.995-1.01. A
@@ -181,10 +181,9 @@ def cost_terms(problem, threads) -> dict:
                     * problem.kernel_size)
     # Each register block of output pixels reads its weights again: from L2 while they fit
     # in half of it, from further out beyond that (small images on wide layers, res5*).
-    # Since session 4 the kernel copies a pass's weights per channel chunk (cl_geom.wpack),
-    # so those re-reads hit L1 when OC/G spans several chunks; the constants were fitted on
-    # timings from before (cost_constants.json names them), and the session-4 bench runs
-    # measure auto's regret with them (bench/results/*_s4_*).
+    # The kernel copies a pass's weights per channel chunk (cl_geom.wpack), so those
+    # re-reads hit L1 when OC/G spans several chunks; the fitted constant of each kind of
+    # stream absorbs that (convlab/cost_constants/ names the timings it was fitted on).
     streamed = weight_bytes * -(-problem.batch * problem.output_size // PIXELS_PER_BLOCK)
     cached = weight_bytes <= CACHED_WEIGHT_BYTES
     terms = {"call": 1.0, "dense_flops": 0.0, "depthwise_flops": 0.0,

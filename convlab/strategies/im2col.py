@@ -153,9 +153,9 @@ def release_workspace() -> None:
 
 # --------------------------------------------------------------------------- planning
 
-# The constants below come from single-thread sweeps on the project machine (2 cores,
-# AVX-512, OpenBLAS SkylakeX kernels) written up in the [im2col] report; they are to be
-# refitted from bench/ runs in [selection].
+# The constants below come from single-thread sweeps on a 2-core AVX-512 machine
+# (OpenBLAS SkylakeX kernels); the cost model's fitted constants absorb how far another
+# CPU departs from them.
 # A panel per thread of about half a core's L2 stays there between its unfold and its
 # GEMM (on a 2 MiB L2, panels of 256-512 rows of 576 columns ran ~25% faster than one
 # 3136-row panel). This CPU's L2, 2 MiB where the OS does not say.
@@ -167,9 +167,9 @@ MIN_GEMM_ROWS = 256
 # The same bound where the GEMM reads a panel (unfold and gather paths). Splitting output
 # channels then makes every thread read the panel rows the others unfolded, and where the
 # two cores share no cache that exchange doubled the time (the slow spells: a cache line
-# took 0.34 us to go between the cores and back instead of about 0.1 us in session 12,
-# measured as convlab.kernels._runtime.core_round_trip does). Split by rows, each thread
-# multiplies the rows it unfolded. On the AMD EPYC of session 12,
+# took 0.34 us to go between the cores and back instead of about 0.1 us, measured as
+# convlab.kernels._runtime.core_round_trip does). Split by rows, each thread multiplies the
+# rows it unfolded. On an AMD EPYC (Zen 4),
 # im2col one-shot at 2 threads, time with 64 / with 256 over the 19 layers it changes
 # (bench/ab_constant.py; bench/results/panel_gemm_rows_s12.txt): geo-mean 0.91, GoogLeNet's
 # 14x14 3x3 layers 0.88-0.94 (28x28 ones 0.55-0.66), res4a_branch1 1.08; 16 instead of 64
@@ -182,7 +182,7 @@ OC_BLOCK_MIN = 16
 # sgemm/dgemm take 32-bit int sizes and leading dimensions.
 BLAS_INT_MAX = 2**31 - 1
 # OpenBLAS (0.3.30, SkylakeX, as SciPy ships it; measured before the kernel moved to
-# scipy-openblas32's 0.3.34, with which the session-9 bench runs keep the cut) runs an
+# scipy-openblas32's 0.3.34, with which later bench runs keep the cut) runs an
 # sgemm with m*n*k up to 100**3 through a kernel that reads the operands in place
 # instead of packing them, and zeroes no C beforehand. Where a chunk of at least
 # SMALL_GEMM_MIN_ROWS rows fits that bound, ROWS mode cuts the rows so that it does.
@@ -535,9 +535,9 @@ def _supports(problem):
 
 # A GEMM dimension d (output channels per group, reduction depth, rows per call) runs at
 # d / (d + GEMM_HALF_RATE_DIM) of the full rate: skinny products waste the microkernel.
-# First read off single-thread OpenBLAS sgemm sweeps over ResNet-50 layer shapes at batch 1
-# ([im2col] report, session 1: 24); bench/fit_cost_model.py fits the rate itself and keeps
-# this shape. Session 12 swept it, refitting on the same timings each time
+# Read off single-thread OpenBLAS sgemm sweeps over ResNet-50 layer shapes at batch 1;
+# bench/fit_cost_model.py fits the rate itself and keeps this shape. A sweep refitting on
+# the same timings each time
 # (bench/results/gemm_half_rate_s12.txt), in-sample regret over all 385 timings / ResNet-50
 # at batch 8: 6: 1.025 / 1.020, 12: 1.023 / 1.003, 16: 1.020 / 1.014, 24: 1.021 / 1.017,
 # 48: 1.035 / 1.069. 24 and 16 had auto run im2col on 1x1 layers at batch 8 where direct
@@ -553,7 +553,8 @@ def cost_terms(problem, threads) -> dict:
     """The work of one run, as :mod:`convlab.cost_model` terms, and the plan behind them."""
     # The fitted constants predate the small-GEMM row cut, and its chunks make many more
     # calls that pack nothing: the terms are those of the packed plan, the slower one
-    # wherever it was measured (SMALL_GEMM_MNK), until [selection] refits with the cut.
+    # wherever it was measured (SMALL_GEMM_MNK), until the constants are refitted with
+    # the cut.
     p = plan(problem, threads, small_gemm=False)
     itemsize = problem.dtype.itemsize
     m_total = problem.batch * problem.output_size

@@ -58,8 +58,8 @@ WORKSPACE_BYTES = 16 * 2**20
 
 # Preferred size of one thread's block (V + M): small enough to stay in a core's L2 (half
 # of it: 1 MiB of the 2 MiB L2 it was first timed on; this CPU's L2, 2 MiB where the OS
-# does not say), large enough that each GEMM has rows to amortise its call. Provisional
-# (a few timings of res2a/res3a/VGG-19 layers); [selection] may refit it.
+# does not say), large enough that each GEMM has rows to amortise its call (a few timings
+# of res2a/res3a/VGG-19 layers).
 BLOCK_BYTES_PER_THREAD = cpu.cache_bytes("L2", 2 * 2**20) // 2
 MIN_BLOCK_TILES = 16
 # Chunks to aim for when there are enough tiles, so that this many threads can share them.
@@ -110,8 +110,8 @@ FUSED_MAX_TILES_PER_CHANNEL = 0.5
 # 28x28 ones). In the development machine's slow spells, when data that one thread writes
 # and the other reads costs 2-4x as much, unfused F(6) took 2.6-2.8x as long as fused on
 # the three fusable 14x14 layers timed: fused runs keep each thread's U slices in its own
-# cache (bench/results/fused_weights_s11.txt; session 10, before the 28x28 layers shared
-# blocks: F(4) 0.97x, F(6) 0.95x, bench/results/fused_weights_s10.txt). Filters over
+# cache (bench/results/fused_weights_s11.txt; before the 28x28 layers shared blocks:
+# F(4) 0.97x, F(6) 0.95x, bench/results/fused_weights_s10.txt). Filters over
 # FUSED_MAX_FILTER_BYTES stay unfused: fused F(4) took 1.09x as long on ten such layers
 # (bench/results/fused_max_filter_s11.txt).
 FUSED_TILE_SIZES = (2, 4, 6)
