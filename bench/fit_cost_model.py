@@ -150,6 +150,16 @@ def collect_design(args):
     return rows
 
 
+def store_timings(path, rows) -> None:
+    """Write timing rows (dicts sharing the first row's keys) as a CSV that
+    :func:`load_timings` and ``--from-csv`` read back."""
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def load_timings(paths):
     """Rows of stored timing CSVs; a layer, algorithm, thread count and mode timed in
     several runs becomes one row holding the median of its runs' seconds (a single run's
@@ -236,8 +246,11 @@ def write_shipped(level, constants, margins, command, data):
         "machine": f"{cpu.cpu_model()}, {available_cores()} cores",
         "method": fit.METHOD,
     }
+    # keys other fits own (the plans' measure margin) stay as they are
     stored = {"source": stored["source"], "constants": stored["constants"],
-              "selection_margins": margins}
+              "selection_margins": margins,
+              **{k: v for k, v in stored.items()
+                 if k not in ("source", "constants", "selection_margins")}}
     path.write_text(json.dumps(stored, indent=1) + "\n")
     return path
 
@@ -261,11 +274,7 @@ def main(argv=None):
         rows = collect_design(args) if args.design_budget else collect_suites(args)
         data = args.csv or "(not stored)"
         if args.csv:
-            pathlib.Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-            with open(args.csv, "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
+            store_timings(args.csv, rows)
     timings = [timing_of(r) for r in rows]
 
     shipped_level = store.shipped_level_for(level)

@@ -50,12 +50,13 @@ sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
 from convlab import cost_model, select, shapes  # noqa: E402
+from convlab.calibration import store  # noqa: E402
 from convlab.benchmark import cpu_model, geo_mean, progress, time_rotation  # noqa: E402
 from convlab.threads import available_cores  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from fit_cost_model import (CONSTANTS_PATH, DEFAULT_SUITES, git_commit,  # noqa: E402
-                            load_timings, problem_of)
+from fit_cost_model import (SHIPPED_DIR, DEFAULT_SUITES, git_commit,  # noqa: E402
+                            load_timings, problem_of, store_timings)
 
 
 def parse_args(argv=None):
@@ -87,7 +88,8 @@ def parse_args(argv=None):
                              "(bench/fit_cost_model.py's CSVs), so rank by one-shot "
                              "estimates (a cross-check of the estimates' spread)")
     parser.add_argument("--write", action="store_true",
-                        help=f"store the margin in {CONSTANTS_PATH.name}")
+                        help="store the margin in the shipped constants of the effective "
+                             "ISA level (convlab/cost_constants/<level>.json)")
     args = parser.parse_args(argv)
     if not 0 < args.coverage <= 1 or args.tie < 0 or args.repeats < 1 or args.budget < 0:
         parser.error("--coverage must be in (0, 1], --tie and --budget >= 0, --repeats >= 1")
@@ -235,11 +237,7 @@ def main(argv=None):
         collected = collect(args)
         data = args.csv or "(not stored)"
         if args.csv:
-            pathlib.Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-            with open(args.csv, "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=list(collected[0]))
-                writer.writeheader()
-                writer.writerows(collected)
+            store_timings(args.csv, collected)
         rows = [dict(r, seconds=r["min_seconds"] if args.statistic == "min" else r["seconds"])
                 for r in collected]
     for r in rows:
@@ -247,7 +245,11 @@ def main(argv=None):
     margin = report(layer_cases(rows, prepared=not args.one_shot), args.tie, args.coverage)
     print(f"load average after: {'/'.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.write:
-        stored = cost_model.fitted()
+        # the shipped set this level uses (the estimates above came from it), never a
+        # calibration that may be in force
+        level = store.shipped_level_for(convlab.cpu.effective_isa())
+        path = SHIPPED_DIR / f"{level}.json"
+        stored = json.loads(path.read_text())
         stored["measure_margin"] = margin
         stored["measure_margin_source"] = {
             "command": command, "data": data, "commit": git_commit(),
@@ -257,8 +259,8 @@ def main(argv=None):
                       f"{args.tie:.0%}, by {args.statistic} time) / (lowest estimate), "
                       f"prepared weights, layers with two or more contenders",
         }
-        CONSTANTS_PATH.write_text(json.dumps(stored, indent=1) + "\n")
-        print(f"\nwrote {CONSTANTS_PATH}")
+        path.write_text(json.dumps(stored, indent=1) + "\n")
+        print(f"\nwrote {path}")
     return 0
 
 
