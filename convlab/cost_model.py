@@ -33,8 +33,9 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
+from convlab import cpu
 from convlab.calibration import store
 from convlab.registry import Estimate
 
@@ -65,10 +66,10 @@ class ConstantSet:
 _generation = 0
 
 
-def generation() -> int:
-    """A number that changes whenever the constants in force may have changed (caches of
-    choices made with them key on it)."""
-    return _generation
+def generation() -> Tuple[int, str]:
+    """A value that changes whenever the constants in force may have changed: a reload, or
+    another effective ISA level (caches of choices made with them key on it)."""
+    return _generation, cpu.effective_isa()
 
 
 def reload() -> None:
@@ -87,11 +88,13 @@ def _default_threads() -> int:
 
 def in_force(threads: Optional[int] = None) -> ConstantSet:
     """The constants estimates at ``threads`` threads use (default: the effective count)."""
-    return _in_force(_default_threads() if threads is None else int(threads))
+    return _in_force(_default_threads() if threads is None else int(threads),
+                     cpu.effective_isa())
 
 
 @functools.lru_cache(maxsize=None)
-def _in_force(threads: int) -> ConstantSet:
+def _in_force(threads: int, isa: str) -> ConstantSet:
+    """``isa``, the effective level, keys the cache: a change of the cap changes the set."""
     key = store.current_key(threads)
     level = store.shipped_level_for(str(key["isa"]))
     shipped = ConstantSet(store.shipped(level), "shipped", level, str(key["isa"]), threads)

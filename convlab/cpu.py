@@ -94,6 +94,7 @@ def cache_sizes() -> Dict[str, int]:
     return sizes
 
 
+@functools.lru_cache(maxsize=1)
 def supported_levels() -> Tuple[str, ...]:
     """The levels this CPU (and its OS) can run with this build, narrowest first; the cap
     does not change them."""
@@ -109,9 +110,9 @@ def detected_isa() -> str:
 
 def effective_isa() -> str:
     """The widest level the kernels use now: the detected one, at most the cap."""
-    detected = ISA_LEVELS.index(detected_isa())
-    cap = len(ISA_LEVELS) - 1 if _cap is None else ISA_LEVELS.index(_cap)
-    return ISA_LEVELS[min(detected, cap)]
+    if _cap is None:
+        return detected_isa()
+    return ISA_LEVELS[min(ISA_LEVELS.index(detected_isa()), ISA_LEVELS.index(_cap))]
 
 
 # --------------------------------------------------------------------------- the cap

@@ -112,7 +112,7 @@ def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] =
 
 @functools.lru_cache(maxsize=1024)
 def _cached_choice(problem: ConvProblem, threads: int, precision: str, generation: int,
-                   constants_generation: int, prepared: bool = False) -> str:
+                   constants_generation: tuple, prepared: bool = False) -> str:
     """Every cost hook runs once per (problem, threads, precision); later calls hit the cache.
     The generations key out choices made before the registry or the constants in force
     changed (:func:`convlab.cost_model.reload`)."""

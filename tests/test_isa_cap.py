@@ -331,3 +331,14 @@ def test_explain_names_the_cpu_its_caches_and_the_level(restore_cap):
     info = explanation.to_dict()["cpu"]
     assert info["isa_effective"] == "baseline" and info["isa_cap"] == "baseline"
     assert info["caches"] == cpu.cache_sizes()
+
+
+def test_the_constants_in_force_follow_the_cap():
+    """Estimates use the constants of the level the kernels run at: capping the level
+    changes the set (shipped or calibrated) and keys out choices made before."""
+    from convlab import cost_model
+
+    for level in convlab.cpu.supported_levels():
+        with convlab.cpu.max_isa(level):
+            assert cost_model.in_force(2).isa == level
+            assert cost_model.generation()[1] == level
