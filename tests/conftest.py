@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import os
 import uuid
 import zlib
@@ -223,6 +224,28 @@ def run_python_in_checkout(code: str) -> None:
 MUTATES_REGISTRY = pytest.mark.thread_unsafe(
     reason="registers an algorithm in the process-wide registry, where the other threads' "
            "calls (auto, algorithms()) would find it")
+
+
+def call_from_threads(call, count: int = 8, timeout: float = 120.0) -> list:
+    """Run ``call()`` in ``count`` Python threads released together; their results in
+    thread order. An exception in any thread fails the test (it is otherwise lost)."""
+    results, errors = [None] * count, []
+    start = threading.Barrier(count)
+
+    def worker(index):
+        try:
+            start.wait()
+            results[index] = call()
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    assert not errors, errors
+    return results
 
 
 @contextlib.contextmanager

@@ -2,12 +2,10 @@
 once per algorithm, choices cached, safe under concurrent calls."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
-from conftest import ALGORITHMS, assert_matches_reference, problem_of, random_tensors, \
-    skip_unless_supported, temporary_algorithm, MUTATES_REGISTRY
+from conftest import ALGORITHMS, assert_matches_reference, call_from_threads, problem_of, \
+    random_tensors, skip_unless_supported, temporary_algorithm, MUTATES_REGISTRY
 
 import convlab
 
@@ -114,23 +112,7 @@ def test_one_plan_from_eight_python_threads_gives_identical_results(rng):
     plan = convlab.Convolution(weights, bias, pads_begin=1, pads_end=1)
     expected = convlab.convolve(src, weights, bias, pads_begin=1, pads_end=1,
                                 algorithm=plan.algorithm_for(src))
-    results, errors = [None] * 8, []
-    start = threading.Barrier(8)
-
-    def worker(index):
-        try:
-            start.wait()
-            outputs = [plan(src) for _ in range(5)]
-            results[index] = outputs
-        except Exception as exc:  # reported below: a thread's exception is otherwise lost
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    results = call_from_threads(lambda: [plan(src) for _ in range(5)])
     for outputs in results:
         for dst in outputs:
             np.testing.assert_array_equal(dst, expected)

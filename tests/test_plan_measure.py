@@ -13,8 +13,8 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      temporary_algorithm)
+from conftest import (ALGORITHMS, assert_matches_reference, call_from_threads, problem_of,
+                      random_tensors, temporary_algorithm)
 
 import convlab
 from convlab import cost_model, measure, registry, select
@@ -261,22 +261,7 @@ def test_concurrent_first_calls_measure_once_and_agree(rng, monkeypatch):
 
     monkeypatch.setattr(measure, "measure", counting_measure)
     plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
-    results, errors = [None] * 8, []
-    start = threading.Barrier(8)
-
-    def worker(index):
-        try:
-            start.wait()
-            results[index] = [plan(src) for _ in range(3)]
-        except Exception as exc:  # reported below: a thread's exception is otherwise lost
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    results = call_from_threads(lambda: [plan(src) for _ in range(3)])
     assert len(measured) == 1
     chosen = plan.algorithm_for(src)
     expected = convlab.convolve(src, weights, bias, algorithm=chosen, **ATTRIBUTES)
