@@ -263,17 +263,18 @@ def with_empty_axis(draw, empty, extents, kernel):
 
 
 def per_axis(draw, rank, values, default_ok=True):
-    """A keyword as a user writes it: None (default), an int for every axis, a tuple or a
-    list. Returns (argument, per-axis values or None)."""
-    form = draw(st.sampled_from(("int", "tuple", "list", "none") if default_ok
-                                else ("int", "tuple", "list")))
+    """A keyword as a user writes it: None (default), an int for every axis, or one per
+    axis in a tuple, a list or a NumPy array. Returns (argument, per-axis values or None)."""
+    forms = ("int", "tuple", "list", "array")
+    form = draw(st.sampled_from(forms + ("none",) if default_ok else forms))
     if form == "none":
         return None, None
     if form == "int":
         value = draw(values)
         return value, (value,) * rank
     entries = tuple(draw(values) for _ in range(rank))
-    return (entries if form == "tuple" else list(entries)), entries
+    argument = {"tuple": entries, "list": list(entries), "array": np.array(entries)}[form]
+    return argument, entries
 
 
 def _put(attributes, key, argument):
@@ -1472,3 +1473,32 @@ def test_backward_weights_when_pads_crop_the_whole_input(data_format, weights_fo
     assert not expected_w.any()
     np.testing.assert_array_equal(diff_weights, 0.0)
     np.testing.assert_allclose(diff_bias, expected_b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("attributes", [
+    dict(pads_begin=np.array([1, 0]), pads_end=np.array([0, 2])),  # once a NumPy error
+    dict(pads_begin=2**40, pads_end=-2**40),  # refused as "dst would hold ..." elements
+    dict(strides=2**30),                       # refused as "src would hold ..." elements
+    dict(dilations=(1, 3), padding_mode="reflect", pads_begin=(2, 1), data_dilations=2),
+], ids=["array-pads", "huge-pads-that-cancel", "huge-strides", "reflect-dilated"])
+def test_a_plan_accepts_what_convolve_accepts(attributes):
+    """Plans validate their attributes against the smallest src those accept; they once
+    probed with a src widened by every pad and stride, which refused valid huge ones."""
+    rng = np.random.default_rng(6)
+    src = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
+    weights = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    expected = convlab.convolve(src, weights, **attributes)
+    np.testing.assert_array_equal(convlab.Convolution(weights, **attributes)(src), expected)
+
+
+@pytest.mark.parametrize("weights, attributes, error, match", [
+    (np.zeros((3, 3, 2, 4), object), {}, TypeError, r"weights has dtype object"),
+    (np.zeros((3, 3, 2, 4), complex), {}, TypeError, r"weights has dtype complex128"),
+    (np.zeros((3, 3, 2, 4)), dict(pads_begin=[1, [2]]), TypeError, r"pads_begin=\[2\]"),
+    (np.zeros((3, 3, 2, 4)), dict(dilations=(1, 0)), ValueError, r"dilations=\(1, 0\)"),
+], ids=["object-weights", "complex-weights", "ragged-pads", "zero-dilation"])
+def test_a_plan_names_the_wrong_argument(weights, attributes, error, match):
+    """Plans once named the probe's src for a weights dtype no array may have, and passed a
+    ragged pads_begin to NumPy, whose message named nothing."""
+    with pytest.raises(error, match=match):
+        convlab.Convolution(weights, **attributes)
