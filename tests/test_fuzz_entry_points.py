@@ -309,8 +309,9 @@ def forward_geometries(draw, extended=True):
         big_kernel = (4, 6) if rank < 3 else (4, 4)
         kernel = tuple(draw(weighted((8, st.integers(1, 3)), (1, st.integers(*big_kernel))))
                        for _ in range(rank))
-        argument, strides = per_axis(draw, rank, weighted((8, st.integers(1, 3)),
-                                                          (1, st.integers(4, 9))))
+        argument, strides = per_axis(draw, rank, weighted((16, st.integers(1, 3)),
+                                                          (2, st.integers(4, 9)),
+                                                          (1, st.just(2**30))))
         _put(attributes, "strides", argument)
         strides = strides or (1,) * rank
         argument, dilations = per_axis(draw, rank, weighted(
@@ -320,14 +321,6 @@ def forward_geometries(draw, extended=True):
     auto_pad = draw(weighted((3, st.just(None)), (1, st.sampled_from(AUTO_PADS))))
     _put(attributes, "auto_pad", auto_pad)
     explicit = auto_pad is None or auto_pad.lower() in ("none", "notset", "explicit")
-    pads = weighted((8, st.integers(-2, 3)), (1, st.integers(-9, -3)), (1, st.integers(4, 8)))
-    begin_argument, begin = per_axis(draw, rank, pads)
-    end_argument, end = per_axis(draw, rank, pads)
-    if explicit or draw(st.booleans()):  # ignored under auto_pad, which must not mind
-        _put(attributes, "pads_begin", begin_argument)
-        _put(attributes, "pads_end", end_argument)
-    begin = begin if explicit and begin else (0,) * rank
-    end = end if explicit and end else (0,) * rank
     stretch = (1,) * rank
     if extended:
         if draw(weighted((5, st.just(False)), (1, st.just(True)))):
@@ -336,6 +329,19 @@ def forward_geometries(draw, extended=True):
         _put(attributes, "padding_mode", draw(weighted((6, st.just(None)),
                                                       (2, st.sampled_from(PADDING_MODES)))))
     mode = attributes.get("padding_mode", "zeros").lower()
+    pads = weighted((8, st.integers(-2, 3)), (1, st.integers(-9, -3)), (1, st.integers(4, 8)))
+    begin_argument, begin = per_axis(draw, rank, pads)
+    end_argument, end = per_axis(draw, rank, pads)
+    if begin and end and mode == "zeros" and draw(weighted((15, st.just(False)),
+                                                           (1, st.just(True)))):
+        # pads far beyond the input that cancel: the same padded extent, all of it padding
+        begin_argument = begin = tuple(b + 2**40 for b in begin)
+        end_argument = end = tuple(e - 2**40 for e in end)
+    if explicit or draw(st.booleans()):  # ignored under auto_pad, which must not mind
+        _put(attributes, "pads_begin", begin_argument)
+        _put(attributes, "pads_end", end_argument)
+    begin = begin if explicit and begin else (0,) * rank
+    end = end if explicit and end else (0,) * rank
     extents = []
     for k, s, d, pb, pe, l in zip(kernel, strides, dilations, begin, end, stretch):
         if not fit:
