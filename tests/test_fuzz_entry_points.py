@@ -39,8 +39,8 @@ from hypothesis import event, given, note, strategies as st
 import convlab
 from convlab import params, quantized, registry, select, transpose
 from convlab.threads import effective_threads
-from conftest import (ALGORITHMS, TOLERANCES, assert_matches_reference, problem_of,
-                      reduction_length, to_data_format, to_weights_format, tolerance)
+from conftest import (ALGORITHMS, assert_matches_reference, problem_of, to_data_format,
+                      to_weights_format, tolerance)
 from fuzz_profiles import fuzz_settings
 from test_inputs import permuted_view, read_only, reversed_view
 from test_transpose import assert_transpose_matches, forward_problem, scatter_reference
