@@ -100,8 +100,9 @@ class Convolution:
     def _check_attributes(self) -> None:
         """Validate weights, bias and attributes against a src that any valid plan accepts.
 
-        The probe's spatial extent covers the dilated kernel plus every pad and stride, so
-        only a genuinely wrong argument can fail here; its message names that argument.
+        The probe src is the smallest these attributes accept (:meth:`_probe_extents`), in
+        the weights' dtype, so only a genuinely wrong argument can fail here; its message
+        names that argument.
         """
         weights_format = params.parse_weights_format(self._attributes["weights_format"])
         data_format = params.parse_data_format(self._attributes["data_format"])
@@ -118,10 +119,9 @@ class Convolution:
         if icg < 1:
             raise ValueError(f"weights has IC/G={icg} input channels per group; expected >= 1")
         groups = params._as_int("groups", self._attributes["groups"])
-        slack = sum(abs(v) for key in ("pads_begin", "pads_end", "strides", "dilations")
-                    for v in np.atleast_1d(np.asarray(self._attributes[key] or 0)).tolist()
-                    if isinstance(v, int))
-        extents = [(k - 1) * (slack + 1) + 1 + slack for k in kernel]
+        # the probe's src takes the weights' dtype: one no array may have is the weights'
+        params.compute_dtype(("weights", self._weights.dtype))
+        extents = self._probe_extents(rank, kernel)
         channels = max(1, icg * max(groups, 1))
         src_shape = (1, channels, *extents) if data_format == "NCX" else (1, *extents, channels)
         probe = params.make_problem(src_shape, self._weights.dtype, shape, self._weights.dtype,
@@ -132,6 +132,32 @@ class Convolution:
             quantized.parse(probe, self._weights.dtype, self._weights.dtype, self._bias,
                             **self._quantization)
         self.rank = rank
+
+    def _probe_extents(self, rank: int, kernel) -> list:
+        """The smallest src extents the attributes accept: the stretched (data-dilated) and
+        padded input covers the dilated kernel, and a padding mode's pads reach no further
+        than that mode can. The attributes are parsed as make_problem parses them, so a
+        wrong one is named; strides, which any extent suits, are left to make_problem."""
+        a = self._attributes
+        dilations = params._spatial_tuple("dilations", a["dilations"], rank, 1, 1)
+        stretch = params._spatial_tuple("data_dilations", a["data_dilations"], rank, 1, 1)
+        explicit = params.parse_auto_pad(a["auto_pad"]) == "none"
+        begin = end = (0,) * rank
+        if explicit:
+            begin = params._spatial_tuple("pads_begin", a["pads_begin"], rank, 0, None)
+            end = params._spatial_tuple("pads_end", a["pads_end"], rank, 0, None)
+        reach = {"reflect": 1, "circular": 0}.get(params.parse_padding_mode(a["padding_mode"]))
+        extents = []
+        for k, d, l, pb, pe in zip(kernel, dilations, stretch, begin, end):
+            need = (k - 1) * d + 1
+            if explicit:
+                need = max(1, need - pb - pe)
+                if reach is not None:
+                    need = max(need, pb + reach, pe + reach)
+            # (auto_pad modes accept an input as wide as the dilated kernel: their pads
+            # then stay below it, within any padding mode's reach)
+            extents.append(-(-(need - 1) // l) + 1)  # L * (I - 1) + 1 >= need
+        return extents
 
     def _choice(self, src, n_threads: int):
         key = (src.shape, src.dtype.str, n_threads)

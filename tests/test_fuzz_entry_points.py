@@ -39,8 +39,8 @@ from hypothesis import event, given, note, strategies as st
 import convlab
 from convlab import params, quantized, registry, select, transpose
 from convlab.threads import effective_threads
-from conftest import (ALGORITHMS, TOLERANCES, assert_matches_reference, problem_of,
-                      reduction_length, to_data_format, to_weights_format, tolerance)
+from conftest import (ALGORITHMS, assert_matches_reference, problem_of, to_data_format,
+                      to_weights_format, tolerance)
 from fuzz_profiles import fuzz_settings
 from test_inputs import permuted_view, read_only, reversed_view
 from test_transpose import assert_transpose_matches, forward_problem, scatter_reference
@@ -263,17 +263,18 @@ def with_empty_axis(draw, empty, extents, kernel):
 
 
 def per_axis(draw, rank, values, default_ok=True):
-    """A keyword as a user writes it: None (default), an int for every axis, a tuple or a
-    list. Returns (argument, per-axis values or None)."""
-    form = draw(st.sampled_from(("int", "tuple", "list", "none") if default_ok
-                                else ("int", "tuple", "list")))
+    """A keyword as a user writes it: None (default), an int for every axis, or one per
+    axis in a tuple, a list or a NumPy array. Returns (argument, per-axis values or None)."""
+    forms = ("int", "tuple", "list", "array")
+    form = draw(st.sampled_from(forms + ("none",) if default_ok else forms))
     if form == "none":
         return None, None
     if form == "int":
         value = draw(values)
         return value, (value,) * rank
     entries = tuple(draw(values) for _ in range(rank))
-    return (entries if form == "tuple" else list(entries)), entries
+    argument = {"tuple": entries, "list": list(entries), "array": np.array(entries)}[form]
+    return argument, entries
 
 
 def _put(attributes, key, argument):
@@ -308,8 +309,9 @@ def forward_geometries(draw, extended=True):
         big_kernel = (4, 6) if rank < 3 else (4, 4)
         kernel = tuple(draw(weighted((8, st.integers(1, 3)), (1, st.integers(*big_kernel))))
                        for _ in range(rank))
-        argument, strides = per_axis(draw, rank, weighted((8, st.integers(1, 3)),
-                                                          (1, st.integers(4, 9))))
+        argument, strides = per_axis(draw, rank, weighted((16, st.integers(1, 3)),
+                                                          (2, st.integers(4, 9)),
+                                                          (1, st.just(2**30))))
         _put(attributes, "strides", argument)
         strides = strides or (1,) * rank
         argument, dilations = per_axis(draw, rank, weighted(
@@ -319,14 +321,6 @@ def forward_geometries(draw, extended=True):
     auto_pad = draw(weighted((3, st.just(None)), (1, st.sampled_from(AUTO_PADS))))
     _put(attributes, "auto_pad", auto_pad)
     explicit = auto_pad is None or auto_pad.lower() in ("none", "notset", "explicit")
-    pads = weighted((8, st.integers(-2, 3)), (1, st.integers(-9, -3)), (1, st.integers(4, 8)))
-    begin_argument, begin = per_axis(draw, rank, pads)
-    end_argument, end = per_axis(draw, rank, pads)
-    if explicit or draw(st.booleans()):  # ignored under auto_pad, which must not mind
-        _put(attributes, "pads_begin", begin_argument)
-        _put(attributes, "pads_end", end_argument)
-    begin = begin if explicit and begin else (0,) * rank
-    end = end if explicit and end else (0,) * rank
     stretch = (1,) * rank
     if extended:
         if draw(weighted((5, st.just(False)), (1, st.just(True)))):
@@ -335,6 +329,19 @@ def forward_geometries(draw, extended=True):
         _put(attributes, "padding_mode", draw(weighted((6, st.just(None)),
                                                       (2, st.sampled_from(PADDING_MODES)))))
     mode = attributes.get("padding_mode", "zeros").lower()
+    pads = weighted((8, st.integers(-2, 3)), (1, st.integers(-9, -3)), (1, st.integers(4, 8)))
+    begin_argument, begin = per_axis(draw, rank, pads)
+    end_argument, end = per_axis(draw, rank, pads)
+    if begin and end and mode == "zeros" and draw(weighted((15, st.just(False)),
+                                                           (1, st.just(True)))):
+        # pads far beyond the input that cancel: the same padded extent, all of it padding
+        begin_argument = begin = tuple(b + 2**40 for b in begin)
+        end_argument = end = tuple(e - 2**40 for e in end)
+    if explicit or draw(st.booleans()):  # ignored under auto_pad, which must not mind
+        _put(attributes, "pads_begin", begin_argument)
+        _put(attributes, "pads_end", end_argument)
+    begin = begin if explicit and begin else (0,) * rank
+    end = end if explicit and end else (0,) * rank
     extents = []
     for k, s, d, pb, pe, l in zip(kernel, strides, dilations, begin, end, stretch):
         if not fit:
@@ -1472,3 +1479,33 @@ def test_backward_weights_when_pads_crop_the_whole_input(data_format, weights_fo
     assert not expected_w.any()
     np.testing.assert_array_equal(diff_weights, 0.0)
     np.testing.assert_allclose(diff_bias, expected_b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("attributes", [
+    dict(pads_begin=np.array([1, 0]), pads_end=np.array([0, 2])),  # once a NumPy error
+    dict(pads_begin=2**40, pads_end=-2**40),  # refused as "dst would hold ..." elements
+    dict(strides=2**30),                       # refused as "src would hold ..." elements
+    dict(dilations=(1, 3), padding_mode="reflect", pads_begin=(2, 1), data_dilations=2),
+], ids=["array-pads", "huge-pads-that-cancel", "huge-strides", "reflect-dilated"])
+def test_a_plan_accepts_what_convolve_accepts(attributes):
+    """Plans validate their attributes against the smallest src those accept; they once
+    probed with a src widened by every pad and stride, which refused valid huge ones."""
+    rng = np.random.default_rng(6)
+    src = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
+    weights = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    expected = convlab.convolve(src, weights, algorithm="direct", **attributes)
+    plan = convlab.Convolution(weights, algorithm="direct", **attributes)
+    np.testing.assert_array_equal(plan(src), expected)
+
+
+@pytest.mark.parametrize("weights, attributes, error, match", [
+    (np.zeros((3, 3, 2, 4), object), {}, TypeError, r"weights has dtype object"),
+    (np.zeros((3, 3, 2, 4), complex), {}, TypeError, r"weights has dtype complex128"),
+    (np.zeros((3, 3, 2, 4)), dict(pads_begin=[1, [2]]), TypeError, r"pads_begin=\[2\]"),
+    (np.zeros((3, 3, 2, 4)), dict(dilations=(1, 0)), ValueError, r"dilations=\(1, 0\)"),
+], ids=["object-weights", "complex-weights", "ragged-pads", "zero-dilation"])
+def test_a_plan_names_the_wrong_argument(weights, attributes, error, match):
+    """Plans once named the probe's src for a weights dtype no array may have, and passed a
+    ragged pads_begin to NumPy, whose message named nothing."""
+    with pytest.raises(error, match=match):
+        convlab.Convolution(weights, **attributes)
