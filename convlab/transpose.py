@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -414,6 +414,38 @@ def choose(problem: TransposeProblem, algorithm: str) -> str:
     if algorithm != "auto":
         return algorithm
     return COL2IM if max(problem.strides) > 1 else "auto"
+
+
+def algorithm_run(problem: TransposeProblem, algorithm: str = "auto", threads=None,
+                  precision: str = "default") -> str:
+    """The name of what :func:`conv_transpose` runs for ``problem``: "col2im", or the forward
+    algorithm applied to the stretched input (what "auto" picks there, resolved)."""
+    from convlab.api import select_algorithm
+    from convlab.select import parse_precision
+
+    chosen = choose(problem, algorithm)
+    if chosen != "auto":
+        return chosen
+    r = problem.rank
+    # As run_forward lays src out: as given when nothing is stretched, else channels-last.
+    data_format = problem.data_format if max(problem.strides) == 1 else "NXC"
+    src = _Described(params._data_shape(problem.batch, problem.in_channels,
+                                        problem.stretched_shape, data_format), problem.dtype)
+    weights = _Described((*problem.kernel_shape, problem.in_channels_per_group,
+                          problem.out_channels), problem.dtype)
+    bias = _Described((problem.out_channels,), problem.dtype) if problem.has_bias else None
+    pads_begin, pads_end = problem.forward_pads
+    return select_algorithm(src, weights, bias, threads=threads,
+                            precision=parse_precision(precision), strides=[1] * r,
+                            pads_begin=pads_begin, pads_end=pads_end,
+                            dilations=problem.dilations, groups=problem.groups,
+                            data_format=data_format, weights_format="XIO")
+
+
+class _Described(NamedTuple):
+    """An array's shape and dtype, all that choosing an algorithm reads."""
+    shape: Tuple[int, ...]
+    dtype: np.dtype
 
 
 def execute(problem: TransposeProblem, src, grouped, bias, algorithm, threads,
