@@ -44,6 +44,13 @@ DESIGN: Tuple[DesignProblem, ...] = (
     # --- core: every term of every algorithm -----------------------------------------
     DesignProblem("tiny_3x3", "mb1ic8ih8oc8oh8kh3ph1",
                   "call: the fixed cost of a call, all algorithms"),
+    DesignProblem("tiny_1x1", "mb1ic8ih8oc8oh8kh1ph0", "call, for the 1x1 paths"),
+    DesignProblem("tiny_1d", "mb1ic4iw32oc4ow32kw3pw1", "call, in 1-D"),
+    DesignProblem("tiny_3d", "mb1ic4oc4_id4ih4iw4_kd3kh3kw3_pd1ph1pw1", "call, in 3-D"),
+    DesignProblem("small_3x3", "mb1ic16ih14oc16oh14kh3ph1",
+                  "call against the work of a small layer"),
+    DesignProblem("small_3x3_7", "mb1ic32ih7oc32oh7kh3ph1",
+                  "call against the work of a small layer; Winograd short_gemm_flops"),
     DesignProblem("dense_3x3_56", "mb1ic64ih56oc64oh56kh3ph1",
                   "direct dense_flops, weight_stream_bytes_cached; im2col gemm_flops, "
                   "unfold_bytes; Winograd gemm_flops, transform_flops"),
