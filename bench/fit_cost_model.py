@@ -259,7 +259,8 @@ def main(argv=None):
     args = parse_args(argv)
     command = "python bench/fit_cost_model.py " + " ".join(map(shlex.quote, sys.argv[1:]))
     forced = {k: os.environ[k] for k in ("CONVLAB_MAX_CPU_ISA", "CONVLAB_DIRECT_ISA",
-                                         "OPENBLAS_CORETYPE") if os.environ.get(k)}
+                                         "OPENBLAS_CORETYPE", "OMP_WAIT_POLICY")
+              if os.environ.get(k)}
     if forced:
         command = " ".join(f"{k}={shlex.quote(v)}" for k, v in forced.items()) + " " + command
     level = cpu.effective_isa()

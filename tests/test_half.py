@@ -88,7 +88,9 @@ def test_half_plan_out_and_post_ops(rng, dtype):
     keywords = dict(data_format="NCX", weights_format="OIX", pads_begin=1, pads_end=1)
     expected = convlab.convolve(src, weights, **keywords)
     plan = convlab.Convolution(weights, **keywords)
-    np.testing.assert_array_equal(plan(src), expected)
+    # a plan chooses as if its weights were prepared, so it may pick another algorithm
+    np.testing.assert_array_equal(plan(src), convlab.convolve(
+        src, weights, algorithm=plan.algorithm_for(src), **keywords))
     out = np.empty(expected.shape, h)
     assert convlab.convolve(src, weights, out=out, **keywords) is out
     np.testing.assert_array_equal(out, expected)

@@ -11,7 +11,7 @@ layers, 1-D and 3-D problems (their own Winograd terms). ``why`` names the terms
 problem is there for; ``tests/test_calibration.py`` checks that every term of every
 algorithm's cost hook is non-zero in some problem of the core tier.
 
-Problems run at batch 1, float32, and take 0.01 to 5 ms per call on two cores of a
+Problems run at batch 1 (batch4_3x3 at 4), float32, and take 0.01 to 5 ms per call on two cores of a
 current x86 server, so that a few rounds of the whole design fit a one-minute budget.
 The core tier pins every term; the extra tier adds shapes found in common networks, timed
 when the budget leaves room for them. ``plan`` problems are also timed as plans (weights
@@ -44,6 +44,13 @@ DESIGN: Tuple[DesignProblem, ...] = (
     # --- core: every term of every algorithm -----------------------------------------
     DesignProblem("tiny_3x3", "mb1ic8ih8oc8oh8kh3ph1",
                   "call: the fixed cost of a call, all algorithms"),
+    DesignProblem("tiny_1x1", "mb1ic8ih8oc8oh8kh1ph0", "call, for the 1x1 paths"),
+    DesignProblem("tiny_1d", "mb1ic4iw32oc4ow32kw3pw1", "call, in 1-D"),
+    DesignProblem("tiny_3d", "mb1ic4oc4_id4ih4iw4_kd3kh3kw3_pd1ph1pw1", "call, in 3-D"),
+    DesignProblem("small_3x3", "mb1ic16ih14oc16oh14kh3ph1",
+                  "call against the work of a small layer"),
+    DesignProblem("small_3x3_7", "mb1ic32ih7oc32oh7kh3ph1",
+                  "call against the work of a small layer; Winograd short_gemm_flops"),
     DesignProblem("dense_3x3_56", "mb1ic64ih56oc64oh56kh3ph1",
                   "direct dense_flops, weight_stream_bytes_cached; im2col gemm_flops, "
                   "unfold_bytes; Winograd gemm_flops, transform_flops"),
@@ -81,18 +88,18 @@ DESIGN: Tuple[DesignProblem, ...] = (
                   "direct dst_bytes, inner_loops (4 input channels, 256 outputs)"),
     DesignProblem("stem_7x7_s2", "g1mb1ic3ih112iw112oc64oh56ow56kh7kw7sh2sw2ph3pw3",
                   "direct inner_loops (3 input channels); im2col unfold_bytes"),
-    DesignProblem("conv1d", "ic64iw1024oc64ow1024kw3pw1",
+    DesignProblem("conv1d", "mb1ic64iw1024oc64ow1024kw3pw1",
                   "Winograd gemm_flops_1d; 1-D direct and im2col"),
-    DesignProblem("conv1d_thin", "ic16iw8192oc16ow8192kw3pw1",
+    DesignProblem("conv1d_thin", "mb1ic16iw8192oc16ow8192kw3pw1",
                   "Winograd transform_flops_1d, tiles"),
-    DesignProblem("conv1d_short_wide", "ic256iw32oc256ow32kw3pw1",
+    DesignProblem("conv1d_short_wide", "mb1ic256iw32oc256ow32kw3pw1",
                   "Winograd weight_transform_flops, short_gemm_flops in 1-D; im2col "
                   "packed_weight_bytes", plan=True),
-    DesignProblem("conv3d", "ic32oc32_id16ih16iw16_kd3kh3kw3_pd1ph1pw1",
+    DesignProblem("conv3d", "mb1ic32oc32_id16ih16iw16_kd3kh3kw3_pd1ph1pw1",
                   "Winograd gemm_flops_3d, transform_flops_3d"),
-    DesignProblem("conv3d_wide", "ic128oc128_id6ih6iw6_kd3kh3kw3_pd1ph1pw1",
+    DesignProblem("conv3d_wide", "mb1ic128oc128_id6ih6iw6_kd3kh3kw3_pd1ph1pw1",
                   "Winograd weight_transform_flops_3d (large filter, few tiles)", plan=True),
-    DesignProblem("conv3d_thin", "ic8oc8_id16ih32iw32_kd3kh3kw3_pd1ph1pw1",
+    DesignProblem("conv3d_thin", "mb1ic8oc8_id16ih32iw32_kd3kh3kw3_pd1ph1pw1",
                   "Winograd transform_flops_3d, tiles in 3-D"),
     # --- extra: common network shapes, when the budget allows -------------------------
     DesignProblem("reduce_1x1_56", "mb1ic256ih56oc64oh56kh1ph0",
@@ -117,7 +124,7 @@ DESIGN: Tuple[DesignProblem, ...] = (
                   "depthwise on a large image", EXTRA),
     DesignProblem("batch4_3x3", "mb4ic64ih28oc64oh28kh3ph1",
                   "batch 4: 1-D and 2-D batches run as one image's depth slices", EXTRA),
-    DesignProblem("grouped_1d", "g8ic64iw256oc64ow256kw3pw1",
+    DesignProblem("grouped_1d", "g8mb1ic64iw256oc64ow256kw3pw1",
                   "grouped 1-D", EXTRA),
     DesignProblem("asymmetric_1x7", "mb1ic128ih17iw17oc128oh17ow17kh1kw7ph0pw3",
                   "1x7 (Inception-v3)", EXTRA),
