@@ -48,8 +48,27 @@ def compiler_supports_openmp():
 use_openmp = compiler_supports_openmp()
 print(f"convlab: building {'with' if use_openmp else 'without'} OpenMP", file=sys.stderr)
 
+sanitize = os.environ.get("CONVLAB_SANITIZE", "") not in ("", "0")
 compile_args = ["-O3", "-fno-math-errno", "-Wno-unused-function", "-Wno-unreachable-code"]
 link_args = []
+directives = {
+    "language_level": "3",
+    "boundscheck": False,
+    "wraparound": False,
+    "cdivision": True,
+    "initializedcheck": False,
+}
+if sanitize:
+    # -O0 (overriding -O3): instrumented, the kernels' SIMD code takes minutes per module
+    # to optimize even at -O1 (_direct.c: 27 s of CPU at -O0, over 5 min at -O1), too long
+    # for CI. -g1 gives reports file and line. Every report aborts, so none scrolls by.
+    sanitizer_flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                       "-fno-omit-frame-pointer"]
+    compile_args += ["-O0", "-g1"] + sanitizer_flags
+    link_args += sanitizer_flags
+    directives.update(boundscheck=True, cdivision=False)
+    print("convlab: sanitizer build (ASan + UBSan, Cython bounds and division checks)",
+          file=sys.stderr)
 if use_openmp:
     compile_args.append("-fopenmp")
     link_args.append("-fopenmp")
@@ -74,12 +93,11 @@ extensions = [
 setup(
     ext_modules=cythonize(
         extensions,
-        compiler_directives={
-            "language_level": "3",
-            "boundscheck": False,
-            "wraparound": False,
-            "cdivision": True,
-            "initializedcheck": False,
-        },
+        compiler_directives=directives,
+        # The checked C goes to its own folder, so it never stands in for the normal build's.
+        **(dict(build_dir="build/sanitize", force=True) if sanitize else {}),
     ),
+    # Instrumented modules compile several times slower: build them side by side, also
+    # under pip, which has no -j.
+    **(dict(options={"build_ext": {"parallel": os.cpu_count() or 1}}) if sanitize else {}),
 )

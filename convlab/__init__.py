@@ -26,11 +26,12 @@ from convlab.params import ConvProblem, make_problem
 from convlab.threads import effective_threads
 from convlab import strategies as _builtin_strategies  # noqa: F401  (registers them)
 from convlab import reference
+from convlab.calibration.run import calibrate
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Algorithm", "Convolution", "ConvProblem", "Estimate", "algorithms", "clear_tune_cache", "conv_transpose", "convolve", "convolve_backward_data", "convolve_backward_weights", "effective_threads",
+    "Algorithm", "Convolution", "ConvProblem", "Estimate", "algorithms", "calibrate", "clear_tune_cache", "conv_transpose", "convolve", "convolve_backward_data", "convolve_backward_weights", "effective_threads",
     "explain", "make_problem", "reference", "register_algorithm", "select_algorithm", "set_tune_cache",
     "unregister_algorithm",
 ]

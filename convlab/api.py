@@ -184,12 +184,12 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
     epilogue = postops.epilogue(problem, ops, chosen, out) if ops else None
     staged = epilogue is None and postops.needs_stage(problem, ops, None)
     writes_in_place = (not staged and out is not None and problem.data_format == "NXC"
-                       and out.flags.c_contiguous)
+                       and out.flags.c_contiguous and out.flags.aligned)
     if writes_in_place:
         dst = out
     elif epilogue is not None and epilogue.seeds_sum:
         # the fused sum reads the prior dst from the kernel's own buffer
-        dst = np.ascontiguousarray(params.canonical_view(out, problem))
+        dst = params.aligned(np.ascontiguousarray(params.canonical_view(out, problem)))
     else:
         dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
     if problem.batch > 0:

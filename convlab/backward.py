@@ -173,7 +173,10 @@ def _padded_src(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
         dtype=problem.dtype)
     target, source = [slice(None)], [slice(None)]
     for i, b, e in zip(problem.input_shape, problem.pads_begin, problem.pads_end):
-        first, last = max(0, -b), min(i, i + e)
+        # max(): pads that crop the whole input copy nothing (first > last would make the
+        # target slice's end go negative and wrap around)
+        first = max(0, -b)
+        last = max(first, min(i, i + e))
         source.append(slice(first, last))
         target.append(slice(first + b, last + b))
     padded[tuple(target)] = src[tuple(source)]

@@ -31,12 +31,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 import convlab
-from convlab import shapes
+from convlab import cost_model, cpu, measure, shapes
+from convlab.cli import refuse_empty_values
 from convlab.threads import available_cores, effective_threads
 
 # A result passes when max|got - want| <= CHECK_TOLERANCE * max|want|. Summation-order
@@ -55,6 +56,8 @@ class Contender:
     times: List[float] = field(default_factory=list)
     error: Optional[float] = None
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
+    first_call: Optional[float] = None  # a plan's first call (its choice, its preparation)
+    runs: str = ""  # the algorithm a plan runs
 
     @property
     def median(self) -> Optional[float]:
@@ -169,8 +172,32 @@ def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Co
 
 # Pseudo-algorithms: "auto" is convolve's own choice, one-shot (weights prepared on every
 # call); "plan" is a convlab.Convolution built once, so its weights are prepared once, like
-# an ONNX Runtime session's prepacked weights.
+# an ONNX Runtime session's prepacked weights, and its first call times the close contenders
+# (choose="measure"); "plan:<name>" is a plan forced to one algorithm, what "plan" is
+# measured against. Plans are timed on the calls after their first, which is timed apart.
 PSEUDO_ALGORITHMS = ("auto", "plan")
+FORCED_PLAN = "plan:"
+
+
+def is_plan(label: str) -> bool:
+    return label == "plan" or label.startswith(FORCED_PLAN)
+
+
+def is_algorithm(contender) -> bool:
+    """A registered algorithm called one-shot (not auto, a plan or a peer library)."""
+    return (contender.kind == "convlab" and contender.label not in PSEUDO_ALGORITHMS
+            and not is_plan(contender.label))
+
+
+def check_algorithm_names(names) -> None:
+    """``--algorithms``: registered names, "auto", "plan" or "plan:<registered name>"."""
+    known = convlab.algorithms()
+    unknown = [a for a in names if a not in PSEUDO_ALGORITHMS and a not in known
+               and not (a.startswith(FORCED_PLAN) and a[len(FORCED_PLAN):] in known)]
+    if unknown:
+        raise SystemExit(f"--algorithms: {unknown} not registered; expected "
+                         f"{list(PSEUDO_ALGORITHMS)}, names from {known}, or "
+                         f"'{FORCED_PLAN}<name>' for a plan forced to one of them")
 
 
 MATMUL_CHILD = r"""
@@ -218,14 +245,21 @@ def matmul_seconds(layers, threads, repeats) -> List[float]:
 
 def convlab_contender(name, layer, src, weights, threads) -> Contender:
     kwargs = layer.convolve_kwargs()
-    if name == "plan":
-        plan = convlab.Convolution(weights, threads=threads, **kwargs)
-        return Contender(name, "convlab", lambda: plan(src))
-    if name != "auto":
+    algorithm = name[len(FORCED_PLAN):] if name.startswith(FORCED_PLAN) else name
+    if algorithm not in PSEUDO_ALGORITHMS:
         problem = layer.problem(mb=src.shape[0])
-        reason = convlab.registry.get_algorithm(name).supports(problem)
+        reason = convlab.registry.get_algorithm(algorithm).supports(problem)
         if reason is not None:
             return Contender(name, "convlab", why_not=reason)
+    if is_plan(name):
+        plan = convlab.Convolution(weights, threads=threads,
+                                   algorithm="auto" if name == "plan" else algorithm, **kwargs)
+        time.sleep(IDLE_SECONDS)  # as before a block: no other pool spinning
+        start = time.perf_counter()
+        plan(src)
+        first_call = time.perf_counter() - start
+        return Contender(name, "convlab", lambda: plan(src), first_call=first_call,
+                         runs=plan.algorithm_for(src))
 
     def call():
         return convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
@@ -287,14 +321,16 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
     if schedule == "mixed":
         # convlab's one-shot contenders (its algorithms and auto) share blocks, call by
         # call, so that the machine's drift falls on all of them alike and auto's regret
-        # compares like with like. A plan keeps blocks of its own, as each peer library
-        # does (their thread pools must go idle in between): it is compared with ONNX
-        # Runtime's session, whose calls follow each other as in a block. The orders
+        # compares like with like; so do the plans ("plan" and the forced "plan:<name>"),
+        # for the plan's regret. Each peer library keeps blocks of its own (their thread
+        # pools must go idle in between). The orders
         # differ from layer to layer: with one seed per round for all of them, the same
         # order bias (about 10% between two runs of one kernel, 30 calls each) fell on the
         # same contender in every layer of a suite.
-        shared = [c for c in runnable if c.kind == "convlab" and c.label != "plan"]
-        units = ([shared] if shared else []) + [[c] for c in runnable if c not in shared]
+        shared = [c for c in runnable if c.kind == "convlab" and not is_plan(c.label)]
+        plans = [c for c in runnable if c.kind == "convlab" and is_plan(c.label)]
+        units = ([shared] if shared else []) + ([plans] if plans else []) + [
+            [c] for c in runnable if c not in shared and c not in plans]
         for index in range(rounds):
             for unit in units if index % 2 == 0 else units[::-1]:
                 for contender, times in zip(unit, time_rotation(
@@ -406,14 +442,27 @@ def display_names(layers) -> List[str]:
 
 
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu.cpu_model()
+
+
+def machine_lines() -> List[str]:
+    """The CPU the run measured and where the selector's constants came from."""
+    info = cpu.cpu_info()
+    caches = ", ".join(f"{level} {_size_text(size)}" for level, size in info["caches"].items())
+    describe = getattr(cost_model, "describe_constants", cost_model.source)
+    return [f"cpu: {info['model']}, {info['machine']}; caches {caches or 'not reported'}; "
+            f"ISA level detected {info['isa_detected']}, effective {info['isa_effective']}",
+            f"cost constants: {describe()}",
+            f"plans: first call times the contenders estimated within "
+            f"{cost_model.measure_margin():.0%} of the lowest (at most "
+            f"{measure.MAX_CONTENDERS}, none started after {measure.TIME_LIMIT_SECONDS:g} s)"]
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
 
 
 def load_average() -> str:
@@ -480,6 +529,7 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--csv", default=None,
                         help="also write one row per layer and contender to this path")
     args = parser.parse_args(argv)
+    refuse_empty_values(parser, args)
     if args.repeats < 1 or args.warmup < 0 or args.mb < 0 or args.rounds < 1 \
             or args.min_block_time < 0:
         parser.error("--repeats and --rounds must be >= 1, --warmup, --mb and "
@@ -503,25 +553,28 @@ def select_layers(layers, spec):
     return chosen
 
 
-def main(argv=None, prog=None) -> int:
-    args = parse_args(argv, prog)
+def configure(args):
+    """``(threads, layers, algorithms)`` the parsed arguments ask for; a bad name exits with
+    a message."""
     threads = effective_threads(args.threads)
     layers = select_layers(shapes.load_suite(args.suite, mb=args.mb or None), args.layers)
     if args.algorithms:
         algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-        unknown = [a for a in algorithms
-                   if a not in PSEUDO_ALGORITHMS and a not in convlab.algorithms()]
-        if unknown:
-            raise SystemExit(f"--algorithms: {unknown} not registered; expected "
-                             f"{list(PSEUDO_ALGORITHMS)} or names from {convlab.algorithms()}")
+        check_algorithm_names(algorithms)
     else:
         algorithms = [a for a in convlab.algorithms() if a != "reference"] + ["auto"]
+    return threads, layers, algorithms
+
+
+def main(argv=None, prog=None) -> int:
+    args = parse_args(argv, prog)
+    threads, layers, algorithms = configure(args)
     torch = None if args.no_torch else _try_import("torch")
     onnx = None if args.no_onnxruntime else _try_import("onnx")
     ort = None if args.no_onnxruntime else _try_import("onnxruntime")
 
     print(f"command: {command_line()}")
-    print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs, {available_cores()} "
+    print(f"machine: {os.cpu_count()} logical CPUs, {available_cores()} "
           f"available to this process; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     versions = [f"python {platform.python_version()}", f"numpy {np.__version__}",
@@ -530,6 +583,8 @@ def main(argv=None, prog=None) -> int:
                 f"onnxruntime {ort.__version__} (onnx {onnx.__version__})" if ort and onnx
                 else "onnxruntime: not used"]
     print("versions: " + ", ".join(versions))
+    for line in machine_lines():
+        print(line)
     print(f"load average before: {load_average()}; {core_round_trip_text()}")
     print(f"suite {args.suite}: {len(layers)} layers, mb "
           f"{args.mb if args.mb else 'from file'}, float32, {threads} thread(s), "
@@ -580,6 +635,8 @@ def main(argv=None, prog=None) -> int:
     print("-" * len(header))
     for line in summary_rows(results, labels, ratio_labels, layout):
         print(line)
+    for line in network_summary(results):
+        print(line)
     for line in selection_summary(results, names):
         print(line)
 
@@ -624,17 +681,40 @@ def regret(contenders) -> Optional[float]:
     """auto's time over the fastest registered algorithm's time on this layer (1 = ideal)."""
     by = {c.label: c for c in contenders}
     auto = by.get("auto")
-    times = [c.median for c in contenders if c.kind == "convlab"
-             and c.label not in PSEUDO_ALGORITHMS and c.median is not None]
+    times = [c.median for c in contenders if is_algorithm(c) and c.median is not None]
     if auto is None or auto.median is None or not times:
         return None
     return auto.median / min(times)
 
 
 def fastest(contenders) -> Optional[str]:
-    runs = [c for c in contenders if c.kind == "convlab" and c.label not in PSEUDO_ALGORITHMS
-            and c.median is not None]
+    runs = [c for c in contenders if is_algorithm(c) and c.median is not None]
     return min(runs, key=lambda c: c.median).label if runs else None
+
+
+def plan_regret(contenders) -> Optional[Tuple[float, str, str]]:
+    """The plan's time (calls after its first) over the fastest of the plans forced to one
+    algorithm ("plan:<name>", weights prepared alike), or, without those, of the one-shot
+    algorithms (which also prepare the weights on every call: a looser bar); and that
+    fastest contender's label, and the algorithm the plan runs."""
+    by = {c.label: c for c in contenders}
+    plan = by.get("plan")
+    if plan is None or plan.median is None:
+        return None
+    forced = [c for c in contenders if c.label.startswith(FORCED_PLAN) and c.median is not None]
+    pool = forced or [c for c in contenders if is_algorithm(c) and c.median is not None]
+    if not pool:
+        return None
+    best = min(pool, key=lambda c: c.median)
+    return plan.median / best.median, best.label, plan.runs
+
+
+def first_call_ratio(contenders) -> Optional[float]:
+    """The plan's first call (choosing, preparing, running) over a later call."""
+    plan = next((c for c in contenders if c.label == "plan"), None)
+    if plan is None or plan.first_call is None or plan.median is None:
+        return None
+    return plan.first_call / plan.median
 
 
 def _ort_over_plan(contenders) -> Optional[float]:
@@ -650,6 +730,12 @@ def extra_columns(contenders) -> str:
     value = regret(contenders)
     if value is not None:
         text += f" | regret {value:5.2f} (best {fastest(contenders)})"
+    value = plan_regret(contenders)
+    if value is not None:
+        text += f" | plan/best {value[0]:5.2f} (best {value[1]}; plan runs {value[2]})"
+    value = first_call_ratio(contenders)
+    if value is not None:
+        text += f" | first call {value:5.1f}x"
     value = _ort_over_plan(contenders)
     if value is not None:
         text += f" | ort/plan {value:5.2f}x"
@@ -698,6 +784,30 @@ def selection_summary(results, names) -> List[str]:
         lines.append(f"auto regret (auto time / fastest algorithm's time): geo-mean "
                      f"{geo_mean([r for r, _ in regrets]):.3f}, worst {worst:.2f} ({where}); "
                      f"within 5% of the fastest on {right}/{len(regrets)} layers")
+    plans = [(plan_regret(cs), name) for name, (_, cs) in zip(names, results)]
+    plans = [(r, name) for r, name in plans if r is not None]
+    if plans:
+        worst, where = max(plans, key=lambda item: item[0][0])
+        against = ("the fastest forced plan's (plan:<name>)"
+                   if any(r[1].startswith(FORCED_PLAN) for r, _ in plans)
+                   else "the fastest one-shot algorithm's")
+        lines.append(f"plan regret (plan time after its first call / {against} time): "
+                     f"geo-mean {geo_mean([r[0] for r, _ in plans]):.3f}, worst "
+                     f"{worst[0]:.2f} ({where}, best {worst[1]}, plan runs {worst[2]}); "
+                     f"within 10% on {sum(r[0] <= 1.10 for r, _ in plans)}/{len(plans)} "
+                     f"layers")
+    firsts = [(first_call_ratio(cs), name, layer, next(c for c in cs if c.label == "plan"))
+              for name, (layer, cs) in zip(names, results)]
+    firsts = [f for f in firsts if f[0] is not None]
+    if firsts:
+        highest = max(firsts, key=lambda f: f[0])
+        first_total = sum(p.first_call * layer.multiplicity for _, _, layer, p in firsts)
+        later_total = sum(p.median * layer.multiplicity for _, _, layer, p in firsts)
+        lines.append(f"plan first call / later call: geo-mean "
+                     f"{geo_mean([f[0] for f in firsts]):.1f}x, "
+                     f"highest {highest[0]:.1f}x ({highest[1]}); over the network (one plan "
+                     f"per occurrence) first calls {first_total * 1e3:.1f} ms against "
+                     f"{later_total * 1e3:.1f} ms a later pass")
     ratios = [_ort_over_plan(cs) for _, cs in results]
     ratios = [r for r in ratios if r is not None]
     if ratios:
@@ -782,9 +892,63 @@ def summary_rows(results, labels, ratio_labels, layout) -> List[str]:
                            if complete else None)
     occurrences = sum(layer.multiplicity for layer, _ in results)
     work = sum(layer.flops() * layer.multiplicity for layer, _ in results) / 1e9
+    seconds = network_seconds(results)
     return [row("geo-mean over layers", "", "", layout, geo, geo_ratio),
             row("network total (xN)", f"{occurrences}", f"{work:.3g}", layout, totals,
-                total_ratio)]
+                total_ratio),
+            row("network time, ms (xN)", f"{occurrences}", "", layout,
+                [None if seconds.get(label) is None else seconds[label] * 1e3
+                 for label in labels], [])]
+
+
+def network_seconds(results):
+    """{label: sum over layers of its median time x the layer's multiplicity}, None for a
+    contender that did not run every layer (its total would not compare)."""
+    totals = {}
+    for layer, contenders in results:
+        for c in contenders:
+            if c.median is None:
+                totals[c.label] = None
+            elif totals.get(c.label, 0.0) is not None:
+                totals[c.label] = totals.get(c.label, 0.0) + c.median * layer.multiplicity
+    return totals
+
+
+def _fastest_seconds(results, pick) -> Optional[float]:
+    """The network time of the fastest contender among ``pick`` on each layer."""
+    total = 0.0
+    for layer, contenders in results:
+        times = [c.median for c in contenders if pick(c) and c.median is not None]
+        if not times:
+            return None
+        total += min(times) * layer.multiplicity
+    return total
+
+
+def network_summary(results) -> List[str]:
+    """Network times (each layer's median x its multiplicity, summed) per contender, the
+    fastest algorithm per layer's, and the torch/convlab and onnxrt/plan ratios of them."""
+    seconds = network_seconds(results)
+    complete = {label: t for label, t in seconds.items() if t is not None}
+    parts = [f"{label} {t * 1e3:.2f} ms" for label, t in complete.items()]
+    best = _fastest_seconds(results, is_algorithm)
+    if best is not None:
+        parts.append(f"fastest algorithm per layer {best * 1e3:.2f} ms")
+    best_plan = _fastest_seconds(results, lambda c: c.label.startswith(FORCED_PLAN))
+    if best_plan is not None:
+        parts.append(f"fastest forced plan per layer {best_plan * 1e3:.2f} ms")
+    missing = [label for label, t in seconds.items() if t is None]
+    lines = ["network time (each layer's median x its multiplicity, summed): "
+             + ", ".join(parts) + (f"; no total for {', '.join(missing)} (not run on every "
+                                   f"layer)" if missing else "")]
+    ratios = []
+    for peer, mine in [("torch", label) for label in complete if label not in
+                       ("torch", "onnxrt", "matmul")] + [("onnxrt", "plan")]:
+        if peer in complete and mine in complete and complete[mine] > 0:
+            ratios.append(f"{peer}/{mine} {complete[peer] / complete[mine]:.2f}x")
+    if ratios:
+        lines.append("network time ratios (above 1: convlab faster): " + ", ".join(ratios))
+    return lines
 
 
 def write_csv(path, args, threads, results) -> None:
@@ -792,7 +956,8 @@ def write_csv(path, args, threads, results) -> None:
         writer = csv.writer(f)
         writer.writerow(["suite", "layer", "multiplicity", "mb", "rank", "descriptor",
                          "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
-                         "torch_time_over_this", "check_error", "check_ok", "not_run_reason"])
+                         "torch_time_over_this", "check_error", "check_ok", "not_run_reason",
+                         "first_call_ms", "plan_runs"])
         for layer, contenders in results:
             torch_run = next((c for c in contenders if c.label == "torch"), None)
             for c in contenders:
@@ -805,7 +970,8 @@ def write_csv(path, args, threads, results) -> None:
                     "" if not c.times else f"{min(c.times) * 1e3:.4f}",
                     "" if t is None else f"{layer.flops() / t / 1e9:.3f}",
                     "" if ratio is None else f"{ratio:.4f}",
-                    "" if c.error is None else f"{c.error:.3e}", c.ok, c.why_not])
+                    "" if c.error is None else f"{c.error:.3e}", c.ok, c.why_not,
+                    "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs])
 
 
 if __name__ == "__main__":

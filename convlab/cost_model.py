@@ -5,61 +5,176 @@ Each strategy's ``cost`` hook counts the work a run does on a problem as named *
 call itself, ...). The seconds each unit of a term costs on this kind of machine are the
 *constants*, kept apart from the counting (as SciPy's ``choose_conv_method`` keeps its
 op-count model apart from its fitted constants). They are fitted by
-``bench/fit_cost_model.py``, which times every algorithm on the benchdnn suites and
-solves a non-negative least-squares problem on relative error, and they are stored with
-the command, machine and date of that run in ``cost_constants.json`` next to this file.
+:mod:`convlab.calibration.fit`: non-negative least squares on the relative error of
+timings, one algorithm at a time.
+
+The constants in force for a thread count are, in order:
+
+1. a calibration of this machine (:func:`convlab.calibrate`, ``python -m convlab
+   calibrate``) stored in the user's cache directory under this CPU model, effective ISA
+   level, thread count and convlab version; a file that is corrupt, foreign or stale is
+   ignored with a ``RuntimeWarning`` that names it and says why;
+2. else the set shipped for the effective ISA level (``convlab/cost_constants/<level>.json``,
+   each fitted by ``bench/fit_cost_model.py`` on the CPU it names).
+
+They are read once and kept in memory; :func:`reload` drops them (``calibrate`` does after
+writing). Calibration never runs by itself: selection only reads.
 
 The same fit also sets each algorithm's *selection margin*: "auto" compares
 ``estimate * (1 + margin)``, so an algorithm with a margin must be estimated cheaper than
 the others by that fraction to be picked. Only im2col has one. Where its estimate came
 out a little below direct's, direct was mostly the faster of the two when measured (46
-of 56 timings with im2col estimated 0-10% cheaper, in the session-7 and -8 runs). The
-fit picks the margin with the lowest in-sample regret: 9% took the geo-mean regret over
-the 385 session-11 timings from 1.035 to 1.028 (bench/results/cost_fit_s11.txt).
+of 56 timings with im2col estimated 0-10% cheaper, on the AVX-512 machine of the shipped
+avx512 set). The fit picks the margin with the lowest in-sample regret: 9% took the
+geo-mean regret over its 385 timings from 1.035 to 1.028 (bench/results/cost_fit_s11.txt).
 """
 from __future__ import annotations
 
 import functools
-import json
-from importlib import resources
-from typing import Dict, Mapping
+import warnings
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional
 
+from convlab.calibration import store
 from convlab.registry import Estimate
-
-CONSTANTS_FILE = "cost_constants.json"
 
 # Terms a plan pays once, when it prepares the weights, rather than on every call.
 PREPARATION_TERMS = ("weight_pack_bytes", "weight_transform_flops", "weight_transform_flops_3d")
 
+# How describe_constants shows a long fitting command.
+SHOWN_COMMAND_CHARS = 100
 
-@functools.lru_cache(maxsize=1)
-def fitted() -> Dict:
-    """The stored fit: ``{"source": {...}, "constants": {algorithm: {threads: {term:
-    seconds per unit}}}}``."""
-    text = resources.files("convlab").joinpath(CONSTANTS_FILE).read_text(encoding="utf-8")
-    return json.loads(text)
+
+@dataclass(frozen=True)
+class ConstantSet:
+    """A set of constants and where it came from.
+
+    ``data`` is shaped like the stored files: ``{"source": {...}, "constants": {algorithm:
+    {threads: {term: seconds per unit}}}, "selection_margins": {algorithm: fraction}}``.
+    ``origin`` is "calibrated" (``path`` is the file) or "shipped" (``level`` names the
+    set; ``isa`` is the effective level it serves, which may lack a set of its own)."""
+
+    data: Dict
+    origin: str
+    level: str
+    isa: str
+    threads: int
+    path: Optional[str] = None
+
+
+_generation = 0
+
+
+def generation() -> int:
+    """A number that changes whenever the constants in force may have changed (caches of
+    choices made with them key on it)."""
+    return _generation
+
+
+def reload() -> None:
+    """Forget the constants read so far; the next estimate reads them again (after a
+    calibration, or a change of ``CONVLAB_CACHE_DIR`` or of the ISA level)."""
+    global _generation
+    _generation += 1
+    _in_force.cache_clear()
+
+
+def _default_threads() -> int:
+    from convlab.threads import effective_threads
+
+    return effective_threads(None)
+
+
+def in_force(threads: Optional[int] = None) -> ConstantSet:
+    """The constants estimates at ``threads`` threads use (default: the effective count)."""
+    return _in_force(_default_threads() if threads is None else int(threads))
+
+
+@functools.lru_cache(maxsize=None)
+def _in_force(threads: int) -> ConstantSet:
+    key = store.current_key(threads)
+    level = store.shipped_level_for(str(key["isa"]))
+    shipped = ConstantSet(store.shipped(level), "shipped", level, str(key["isa"]), threads)
+    try:
+        path = store.calibration_path(key)
+        present = path.is_file()
+    except OSError as exc:
+        _ignore(f"cache directory {store.cache_dir()}", f"cannot be read ({exc})", level)
+        return shipped
+    if not present:
+        for other in store.other_versions(key):
+            try:
+                store.load_calibration(other, key, store.expected_terms(shipped.data))
+            except store.InvalidCalibration as exc:
+                _ignore(str(other), str(exc), level)
+        return shipped
+    try:
+        data = store.load_calibration(path, key, store.expected_terms(shipped.data))
+    except store.InvalidCalibration as exc:
+        _ignore(str(path), str(exc), level)
+        return shipped
+    return ConstantSet(data, "calibrated", str(key["isa"]), str(key["isa"]), threads, str(path))
+
+
+def _ignore(what: str, why: str, level: str) -> None:
+    warnings.warn(f"convlab: ignoring the cost calibration {what}: it {why}; using the "
+                  f"shipped {level} constants (python -m convlab calibrate refits this "
+                  f"machine)", RuntimeWarning, stacklevel=4)
+
+
+def fitted(threads: Optional[int] = None) -> Dict:
+    """The set in force at ``threads`` threads, as stored: ``{"source": {...},
+    "constants": {algorithm: {threads: {term: seconds per unit}}}, "selection_margins":
+    {...}}``."""
+    return in_force(threads).data
 
 
 def constants_for(algorithm: str, threads: int) -> Dict[str, float]:
-    """The constants fitted at the largest thread count not above ``threads`` (else the
-    smallest fitted): parallel efficiency differs between algorithms, so each thread count
-    the fit saw has its own set, and the per-thread terms carry it to larger counts."""
-    by_threads = fitted()["constants"][algorithm]
-    counts = sorted(int(t) for t in by_threads)
-    chosen = max((t for t in counts if t <= threads), default=counts[0])
-    return by_threads[str(chosen)]
+    """The algorithm's constants in force at ``threads`` (:func:`store.constants_at`)."""
+    return store.constants_at(fitted(threads)["constants"][algorithm], threads)
 
 
-def selection_margin(algorithm: str) -> float:
+def selection_margin(algorithm: str, threads: Optional[int] = None) -> float:
     """How much lower than the others' an algorithm's estimate must be for "auto" to pick
     it, as a fraction (0 unless the fit set one)."""
-    return float(fitted().get("selection_margins", {}).get(algorithm, 0.0))
+    return float(fitted(threads).get("selection_margins", {}).get(algorithm, 0.0))
 
 
-def source() -> str:
-    """The run the constants came from, in one line (for ``explain`` and the docs)."""
-    info = fitted()["source"]
-    return f"{info['command']} on {info['date']} ({info['machine']})"
+# The measure margin a stored fit without one gets: the value fitted with the constants
+# in force when plans began to measure (bench/results/measure_margin_fit.txt).
+DEFAULT_MEASURE_MARGIN = 0.20
+
+
+def measure_margin() -> float:
+    """How far above the lowest prepared-weights estimate (a fraction) a contender's
+    estimate may lie for a plan to time it on its first call (:mod:`convlab.measure`);
+    :data:`DEFAULT_MEASURE_MARGIN` when the stored fit has none."""
+    return float(fitted().get("measure_margin", DEFAULT_MEASURE_MARGIN))
+
+
+def describe_constants(threads: Optional[int] = None) -> str:
+    """Which constants estimates at ``threads`` threads use and where they came from, in one
+    line (for ``explain``, the demo and the bench header)."""
+    chosen = in_force(threads)
+    source = chosen.data.get("source", {})
+    if chosen.origin == "calibrated":
+        provenance, key = chosen.data.get("provenance", {}), chosen.data.get("key", {})
+        return (f"calibrated on this machine on {provenance.get('date', '?')} for "
+                f"{key.get('cpu_model', '?')}, {chosen.isa}, {chosen.threads} threads, "
+                f"convlab {key.get('convlab_version', '?')} (budget "
+                f"{provenance.get('budget_s', '?')} s): {chosen.path}")
+    command = str(source.get("command", "?"))
+    if len(command) > SHOWN_COMMAND_CHARS:
+        command = command[:SHOWN_COMMAND_CHARS - 4] + " ..."
+    serves = "" if chosen.level == chosen.isa else f" (none shipped for {chosen.isa})"
+    return (f"shipped {chosen.level} set{serves}, fitted on "
+            f"{source.get('cpu_model') or source.get('machine', '?')} on "
+            f"{source.get('date', '?')} by {command}")
+
+
+def source(threads: Optional[int] = None) -> str:
+    """Where the constants in force came from, in one line (:func:`describe_constants`)."""
+    return describe_constants(threads)
 
 
 def estimate(algorithm: str, threads: int, terms: Mapping[str, float],
@@ -88,6 +203,8 @@ def seconds(estimate: Estimate, prepared: bool = False) -> float:
                                   if name in terms)
 
 
-def compared_seconds(algorithm: str, estimate: Estimate, prepared: bool = False) -> float:
-    """What "auto" ranks an algorithm by: its estimate times 1 + its selection margin."""
-    return seconds(estimate, prepared) * (1.0 + selection_margin(algorithm))
+def compared_seconds(algorithm: str, estimate: Estimate, prepared: bool = False,
+                     threads: Optional[int] = None) -> float:
+    """What "auto" ranks an algorithm by: its estimate times 1 + its selection margin (that
+    of the constants in force at ``threads``)."""
+    return seconds(estimate, prepared) * (1.0 + selection_margin(algorithm, threads))

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 import convlab
-from convlab import shapes
+from convlab import cost_model, shapes
 from convlab.benchmark import IDLE_SECONDS, time_block
 from convlab.threads import available_cores, effective_threads
 
@@ -140,6 +140,16 @@ def _load_note() -> str:
     return f" (1-minute load average {load:.1f} on {available_cores()} cores)"
 
 
+def constants_note(threads: int) -> str:
+    """Which cost constants "auto" chose with, and how to fit this machine's own."""
+    chosen = cost_model.in_force(threads)
+    note = f"auto's cost constants: {cost_model.describe_constants(threads)}"
+    if chosen.origin != "calibrated":
+        note += (f"\n  (to fit them to this machine, about a minute: python -m convlab "
+                 f"calibrate --threads {threads})")
+    return note
+
+
 # --------------------------------------------------------------------------- the demo
 
 def run_demo(threads: Optional[int] = None, repeats: int = 5) -> int:
@@ -153,6 +163,7 @@ def run_demo(threads: Optional[int] = None, repeats: int = 5) -> int:
           f"ResNet-50 (benchdnn shapes_{SUITE}.txt),")
     print(f"batch 1, float32, NXC/XIO, {n_threads} thread(s), median of {repeats} run(s); "
           f"baseline: NumPy {np.__version__} pad + tensordot per kernel tap ({_blas_name()})")
+    print(constants_note(n_threads))
     if not _check_small_case(n_threads):
         print("stopping: convlab disagrees with the reference")
         return 1

@@ -400,9 +400,14 @@ def parse_padding_mode(value) -> str:
 # --------------------------------------------------------------------------- arrays
 
 def as_array(name: str, value) -> np.ndarray:
-    """Accept arrays and nested sequences; refuse what cannot be a numeric tensor."""
+    """Accept arrays and nested sequences; refuse what cannot be a numeric tensor.
+
+    An array at an address that is not a multiple of its item size is copied: the kernels
+    read elements through typed C pointers, which must be aligned (and reshaping it keeps
+    it where it is).
+    """
     if isinstance(value, np.ndarray):
-        return value
+        return aligned(value)
     if value is None or isinstance(value, (str, bytes, dict, set)):
         raise TypeError(f"{name} must be an array (numpy.ndarray or nested sequence), "
                         f"got {type(value).__name__}")
@@ -411,6 +416,11 @@ def as_array(name: str, value) -> np.ndarray:
     except (ValueError, TypeError) as exc:
         raise TypeError(f"{name} could not be converted to an array: {exc}") from None
     return array
+
+
+def aligned(array: np.ndarray) -> np.ndarray:
+    """``array``, or an aligned copy of it when its elements are not aligned."""
+    return array if array.flags.aligned else array.copy()
 
 
 def _memo_key(positional, attributes):
@@ -571,10 +581,12 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
                              f"the input extent {i} to {padded}; expected a padded extent >= 1")
         o = output_extent(i, k, s, d, pb, pe)
         if o < 1:
+            # name the arguments behind each figure: weights (K), dilations, src (I), pads
             raise ValueError(f"spatial axis {axis}: the dilated kernel extent "
-                             f"{(k - 1) * d + 1} (K={k}, D={d}) is larger than the padded "
-                             f"input extent {padded} (I={i}, P_b={pb}, P_e={pe}); the output "
-                             f"would be empty")
+                             f"{(k - 1) * d + 1} (weights K={k}, dilations D={d}) is larger "
+                             f"than the padded input extent {padded} (src I={i}, pads_begin="
+                             f"{pb}, pads_end={pe}, auto_pad={auto_pad!r}); the output would "
+                             f"be empty")
         output_shape.append(o)
     output_shape = tuple(output_shape)
 
@@ -674,7 +686,8 @@ def canonical_src(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
         src = src.transpose(_channels_last(src.ndim))
     if problem.source_shape is not None:
         return materialize(src.astype(problem.dtype, copy=False), problem)
-    return np.ascontiguousarray(src, dtype=problem.dtype)
+    # aligned again: a plan's repeated calls reach here without as_array
+    return aligned(np.ascontiguousarray(src, dtype=problem.dtype))
 
 
 _NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}

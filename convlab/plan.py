@@ -2,19 +2,23 @@
 
 Validation of the weights and attributes happens once, at construction. Weights are
 converted to the canonical layout once per dtype and prepared once per algorithm
-(packed for ``direct``, transformed for Winograd, ...). The algorithm choice is cached
-per (src shape, src dtype, thread count). A plan may be called from several Python
-threads at once: the caches are filled under a lock and the kernels release the GIL.
+(packed for ``direct``, transformed for Winograd, ...). The algorithm choice is made on
+the first call for each (src shape, src dtype, thread count) and cached: by default the
+plan times the contenders whose estimates are close (:mod:`convlab.measure`). A plan may
+be called from several Python threads at once: the caches are filled under a lock (a
+first call that measures holds it, so concurrent first calls wait for its choice rather
+than time alongside it) and the kernels release the GIL.
 """
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from convlab import buffers, params, postops, quantized, select
-from convlab.api import check_out, execute, execute_quantized, resolve_for_call
+from convlab import buffers, measure, params, postops, quantized, select
+from convlab.api import check_out, execute, execute_quantized, explain, resolve_for_call
 from convlab.params import ConvProblem, IntOrSeq
 from convlab.registry import get_algorithm
 from convlab.threads import effective_threads
@@ -23,8 +27,23 @@ from convlab.threads import effective_threads
 class Convolution:
     """A convolution with fixed weights, bias and attributes, applied to many inputs.
 
-    Takes the same arguments as :func:`convlab.convolve` except ``src`` and ``out``.
-    Call it as ``plan(src, out=None)``.
+    Takes the same arguments as :func:`convlab.convolve` except ``src`` and ``out``, plus
+    ``choose``. Call it as ``plan(src, out=None)``.
+
+    choose : {"measure", "estimate"}
+        How ``algorithm="auto"`` picks, once per src shape, dtype and thread count.
+        "measure" (default): on the first call, the contenders whose prepared-weights
+        estimates lie within a fitted margin of the lowest (at most
+        ``measure.MAX_CONTENDERS``, lowest first, none started after
+        ``measure.TIME_LIMIT_SECONDS``) are each prepared, run once untimed and
+        ``measure.TIMED_RUNS`` times, and the fastest median wins; the call returns that
+        contender's result. Where only one contender is close, nothing is timed. That
+        first call costs the contenders' weight preparation plus about four runs of each:
+        1.3-30x a later call on six ResNet-50 layers at batch 1, 2 threads (README,
+        "Plans, tuning and precision"), and memory for their prepared weights until the
+        choice is made (the others' are then dropped). "estimate": the lowest estimate, as
+        ``convolve`` picks but with the weights' preparation left out (it happens once);
+        nothing is timed. A forced ``algorithm`` name or "tune" ignores ``choose``.
 
     Examples
     --------
@@ -40,7 +59,7 @@ class Convolution:
                  src_zero_point=None, weights_zero_point=None, output_scale=None,
                  dst_zero_point=None, dst_dtype=None, post_ops: Optional[Sequence] = None,
                  algorithm: str = "auto", threads: Optional[int] = None,
-                 precision: str = "default"):
+                 precision: str = "default", choose: str = "measure"):
         weights = params.as_array("weights", weights)
         bias = None if bias is None else params.as_array("bias", bias)
         self._attributes = dict(strides=strides, pads_begin=pads_begin, pads_end=pads_end,
@@ -64,12 +83,15 @@ class Convolution:
         self._algorithm = algorithm
         self._threads = threads
         self._precision = select.parse_precision(precision)
+        self._choose = measure.parse_choose(choose)
         effective_threads(threads)  # validates threads= now rather than at the first call
         if algorithm not in ("auto", "tune"):
             get_algorithm(algorithm)
         self._check_attributes()
         self._lock = threading.RLock()
         self._choices: Dict[Tuple[Any, ...], Tuple[ConvProblem, Any]] = {}
+        # same key as _choices -> how "measure" chose (estimates, timings), for explain
+        self._measurements: Dict[Tuple[Any, ...], measure.Measurement] = {}
         self._prepared: Dict[Tuple[str, str], Any] = {}
         self._parsed_ops: Dict[Tuple[ConvProblem, bool], Tuple[postops.PostOp, ...]] = {}
         # (src shape, src dtype, threads) -> a call with everything above already decided
@@ -125,6 +147,9 @@ class Convolution:
                         None if bias is None else bias.dtype, **self._attributes)
                     if problem.is_quantized:
                         chosen = quantized.check_algorithm(self._algorithm, problem)
+                    elif (self._algorithm == "auto" and self._choose == "measure"
+                          and problem.batch > 0):
+                        chosen = self._measured_choice(key, problem, src, n_threads)
                     else:
                         chosen = resolve_for_call(
                             self._algorithm, problem, n_threads, self._precision, src,
@@ -134,6 +159,33 @@ class Convolution:
                     entry = (problem, chosen)
                     self._choices[key] = entry
         return entry
+
+    def _measured_choice(self, key, problem: ConvProblem, src, n_threads: int):
+        """Time the close contenders on this call's src (called under the lock), keep the
+        winner's prepared weights and drop the others' unless another choice runs them."""
+        if not isinstance(src, np.ndarray):  # algorithm_for(shape and dtype): any data times alike
+            src = np.zeros(src.shape, src.dtype)
+        src_canonical = params.canonical_src(src, problem)
+        bias = params.canonical_bias(self._bias, problem)
+        scratch = np.empty(problem.canonical_dst_shape, problem.dtype)
+        prepared_before = set(self._prepared)
+
+        def prepare(name):
+            self._prepared_weights(problem, get_algorithm(name))
+
+        def run(name):
+            algorithm = get_algorithm(name)
+            algorithm.run(problem, src_canonical, self._prepared_weights(problem, algorithm),
+                          bias, scratch, n_threads)
+
+        measurement = measure.measure(problem, n_threads, self._precision, prepare, run)
+        in_use = {(chosen.name, p.dtype.str) for p, chosen in self._choices.values()
+                  if not isinstance(chosen, str)}
+        in_use.add((measurement.choice, problem.dtype.str))
+        for prepared_key in set(self._prepared) - prepared_before - in_use:
+            del self._prepared[prepared_key]
+        self._measurements[key] = measurement
+        return get_algorithm(measurement.choice)
 
     def _prepared_weights(self, problem: ConvProblem, chosen):
         key = (chosen.name, problem.dtype.str)
@@ -194,10 +246,58 @@ class Convolution:
         chosen = self._choice(src, effective_threads(self._threads))[1]
         return chosen if isinstance(chosen, str) else chosen.name
 
+    def explain(self, src) -> "PlanExplanation":
+        """Why this plan runs what it runs for inputs shaped like ``src`` (an array, or
+        anything with ``shape`` and ``dtype``): :func:`convlab.explain`'s account, then
+        the plan's own choice, with the measured times when it measured. Makes the choice
+        if no call has yet (with ``choose="measure"`` that times the contenders, on
+        ``src``'s data or on zeros of its shape)."""
+        src = src if hasattr(src, "shape") and hasattr(src, "dtype") else np.asarray(src)
+        n_threads = effective_threads(self._threads)
+        problem, chosen = self._choice(src, n_threads)
+        name = chosen if isinstance(chosen, str) else chosen.name
+        measurement = self._measurements.get((src.shape, src.dtype.str, n_threads))
+        account = explain(src, self._weights, self._bias, threads=n_threads,
+                          precision=self._precision, **self._attributes)
+        if problem.is_quantized:
+            how = "8-bit problem: the quantized rule"
+        elif self._algorithm == "tune":
+            how = "algorithm='tune': fastest when timed (see 'tuned choice' above)"
+        elif self._algorithm != "auto":
+            how = f"forced by algorithm={self._algorithm!r}"
+        elif measurement is not None:
+            how = measurement.describe()
+        else:
+            how = ("choose='estimate': lowest estimate with the weights' preparation left "
+                   "out (the plan prepares them once)")
+        return PlanExplanation(account, name, how, measurement)
+
     def __repr__(self) -> str:
         return (f"Convolution(weights{tuple(self._weights.shape)}, bias="
                 f"{'yes' if self._bias is not None else 'no'}, algorithm={self._algorithm!r}, "
+                f"choose={self._choose!r}, "
                 f"{', '.join(f'{k}={v!r}' for k, v in self._attributes.items() if v is not None)})")
+
+
+@dataclass(frozen=True)
+class PlanExplanation:
+    """:meth:`Convolution.explain`: the one-shot account (``explanation``) and the plan's
+    own choice. ``str()`` reads as text, ``to_dict()`` feeds notebooks."""
+
+    explanation: select.Explanation
+    choice: str
+    how: str
+    measurement: Optional[measure.Measurement] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {**self.explanation.to_dict(), "plan": {
+            "choice": self.choice, "how": self.how,
+            "measurement": None if self.measurement is None else self.measurement.to_dict()}}
+
+    def __str__(self) -> str:
+        return f"{self.explanation}\nplan choice: {self.how}"
+
+    __repr__ = __str__
 
 
 def _lean_runner(problem: ConvProblem, chosen, prepared, bias, n_threads: int):

@@ -158,9 +158,13 @@ def registered() -> List[Algorithm]:
 
 
 def get_algorithm(name) -> Algorithm:
-    """Look a name up; an unknown one raises ``ValueError`` listing the known names."""
+    """Look a name up; an unknown one raises ``ValueError`` listing the known names, and
+    one that is not a string ``TypeError`` (as ``convolve`` does for ``algorithm=``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"algorithm={name!r} must be a string: 'auto' or one of "
+                        f"{algorithms()}")
     try:
         return _REGISTRY[name]
-    except (KeyError, TypeError):
+    except KeyError:
         raise ValueError(f"algorithm={name!r} is not registered; expected 'auto' or one of "
                          f"{algorithms()}") from None

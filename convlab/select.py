@@ -104,16 +104,18 @@ def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] =
     its weights are packed or transformed once, so those terms of the estimates do not
     count."""
     if rows is None:
-        return _cached_choice(problem, threads, precision, registry.generation(), prepared)
+        return _cached_choice(problem, threads, precision, registry.generation(),
+                              cost_model.generation(), prepared)
     return min(contenders(rows), key=lambda row: cost_model.compared_seconds(
-        row.name, row.estimate, prepared)).name
+        row.name, row.estimate, prepared, threads)).name
 
 
 @functools.lru_cache(maxsize=1024)
 def _cached_choice(problem: ConvProblem, threads: int, precision: str, generation: int,
-                   prepared: bool = False) -> str:
+                   constants_generation: int, prepared: bool = False) -> str:
     """Every cost hook runs once per (problem, threads, precision); later calls hit the cache.
-    ``generation`` keys out choices made before the registry changed."""
+    The generations key out choices made before the registry or the constants in force
+    changed (:func:`convlab.cost_model.reload`)."""
     return choose(problem, threads, assess(problem, threads, precision), precision, prepared)
 
 
@@ -133,7 +135,15 @@ def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "def
         entry = tune.tuned(problem, threads, precision)
         if entry is None:
             raise LookupError("not tuned yet")
-        return get_algorithm(entry["choice"])
+        # A winner read from a cache file may be unknown here (another version, or an
+        # algorithm this process did not register) or unfit (an edited file): tune again.
+        if entry["choice"] not in registry.algorithms():
+            raise LookupError(f"tuned choice {entry['choice']!r} is not registered")
+        chosen = get_algorithm(entry["choice"])
+        if (chosen.supports(problem) is not None
+                or precision_excludes(chosen, precision, problem) is not None):
+            raise LookupError(f"tuned choice {entry['choice']!r} cannot run this problem")
+        return chosen
     chosen = get_algorithm(algorithm)
     reason = chosen.supports(problem)
     if reason is not None:
@@ -168,7 +178,7 @@ class Explanation:
                 {"name": c.name, "viable": c.viable, "reason": c.reason, "auto": c.auto,
                  "excluded": c.excluded,
                  "estimated_seconds": None if c.estimate is None else c.estimate.seconds,
-                 "selection_margin": cost_model.selection_margin(c.name),
+                 "selection_margin": cost_model.selection_margin(c.name, self.threads),
                  "tuned_seconds": tuned_seconds.get(c.name),
                  "inputs": None if c.estimate is None else dict(c.estimate.inputs)}
                 for c in self.candidates
@@ -187,9 +197,9 @@ class Explanation:
                 continue
             seconds = c.estimate.seconds
             shown = "unknown" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"
-            margin = cost_model.selection_margin(c.name)
+            margin = cost_model.selection_margin(c.name, self.threads)
             if margin and not math.isinf(seconds):
-                compared = cost_model.compared_seconds(c.name, c.estimate)
+                compared = cost_model.compared_seconds(c.name, c.estimate, threads=self.threads)
                 shown += f" (compared as {compared * 1e3:.3f} ms: margin {margin:.0%})"
             if c.name in tuned_seconds:
                 shown += f", tuned {tuned_seconds[c.name] * 1e3:.3f} ms"
@@ -206,7 +216,7 @@ class Explanation:
             if breakdown:
                 lines.append(f"  {'':<12} = {breakdown}")
         if any(c.estimate is not None and "terms" in c.estimate.inputs for c in self.candidates):
-            lines.append(f"constants fitted by: {cost_model.source()}")
+            lines.append(f"constants: {cost_model.describe_constants(self.threads)}")
         lines.append(f"choice: {self.choice} (lowest estimated time among auto contenders, "
                      f"margins included)")
         if self.tuned is not None:

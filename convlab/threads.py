@@ -13,6 +13,10 @@ import os
 from typing import Optional
 
 
+# The kernels take the count as a C int.
+MAX_THREADS = 2**31 - 1
+
+
 @functools.lru_cache(maxsize=None)
 def available_cores() -> int:
     """Cores this process may run on: affinity mask, then any cgroup v2/v1 CPU quota."""
@@ -29,32 +33,58 @@ def available_cores() -> int:
 @functools.lru_cache(maxsize=1)
 def _cgroup_cpu_quota() -> Optional[float]:
     # Read once per process: the files cost ~20 us per call, more than a small convolution.
+    quota = _parse_cpu_max(_read_text("/sys/fs/cgroup/cpu.max"))
+    if quota is None:
+        quota = _parse_cfs_quota(_read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+                                _read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
+    return quota
+
+
+def _read_text(path: str) -> Optional[str]:
     try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            return int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
-            quota = int(f.read())
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
-            period = int(f.read())
-        if quota > 0 and period > 0:
-            return quota / period
-    except (OSError, ValueError):
-        pass
-    return None
+        with open(path) as f:
+            return f.read()
+    except (OSError, ValueError):  # ValueError: not UTF-8
+        return None
+
+
+def _count(text: str) -> Optional[int]:
+    """A plain decimal count ("12"), else None; ``int`` alone would also take "1_2",
+    non-ASCII digits, and fail on a long string."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        return None
+    return int(text)
+
+
+def _parse_cpu_max(text: Optional[str]) -> Optional[float]:
+    """CPUs a cgroup v2 ``cpu.max`` ("quota period") grants, None for "max" or a file
+    that does not read as one."""
+    fields = (text or "").split()
+    if len(fields) != 2:
+        return None
+    quota, period = _count(fields[0]), _count(fields[1])
+    return quota / period if quota and period else None
+
+
+def _parse_cfs_quota(quota_text: Optional[str], period_text: Optional[str]) -> Optional[float]:
+    """CPUs granted by cgroup v1's ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (a quota
+    of -1: no limit), None when there is no limit or the files do not read as counts."""
+    quota, period = _count(quota_text or ""), _count(period_text or "")
+    return quota / period if quota and period else None
+
+
+def _parse_omp_num_threads(value: str) -> Optional[int]:
+    """The first level of ``OMP_NUM_THREADS`` ("4" or "4,2"), None when not a positive
+    count (the OpenMP runtime ignores such a value too)."""
+    count = _count(value.split(",")[0])
+    return count if count else None
 
 
 @functools.lru_cache(maxsize=1)
 def _env_threads() -> Optional[int]:
     # Read once, as the OpenMP runtime itself does at start-up; os.environ costs ~3 us a call.
-    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    return None
+    return _parse_omp_num_threads(os.environ.get("OMP_NUM_THREADS", ""))
 
 
 def effective_threads(threads=None) -> int:
@@ -62,7 +92,7 @@ def effective_threads(threads=None) -> int:
 
     ``-1`` means every available core, ``-2`` all but one, as SciPy's ``workers=``.
     """
-    if type(threads) is int and threads > 0:
+    if type(threads) is int and 0 < threads <= MAX_THREADS:
         return threads  # the common explicit form, without the checks below (~1 us)
     cores = available_cores()
     if threads is None:
@@ -84,4 +114,7 @@ def effective_threads(threads=None) -> int:
         if resolved < 1:
             raise ValueError(f"threads={threads} leaves no thread on {cores} available cores")
         return resolved
+    if threads > MAX_THREADS:
+        raise ValueError(f"threads={threads} is more than the kernels take; expected at most "
+                         f"{MAX_THREADS} (more threads than work items are never started)")
     return threads

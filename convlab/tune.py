@@ -8,6 +8,7 @@ them tunes again. ``explain`` shows the tuned times next to the estimates.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import threading
@@ -33,21 +34,38 @@ def set_tune_cache(path: Optional[str]) -> None:
     """Remember tuned winners in the JSON file ``path`` too (None: in memory only).
 
     Entries already in the file are loaded now; new ones are written as they are found.
+    A file that is not a tune cache raises ``ValueError`` and changes nothing.
     """
     global _cache_path
     with _lock:
-        _cache_path = None if path is None else os.fspath(path)
-        if _cache_path is not None and os.path.exists(_cache_path):
-            try:
-                with open(_cache_path) as f:
-                    stored = json.load(f)
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ValueError(f"tune cache {_cache_path!r} is not a readable JSON file: "
-                                 f"{exc}") from None
-            if not isinstance(stored, dict):
-                raise ValueError(f"tune cache {_cache_path!r} holds {type(stored).__name__}; "
-                                 f"expected a JSON object")
-            _entries.update(stored)
+        path = None if path is None else os.fspath(path)
+        if path is not None and os.path.exists(path):
+            _entries.update(_read_cache(path))
+        _cache_path = path
+
+
+def _read_cache(path: str) -> Dict[str, dict]:
+    """The entries of a cache file, each checked to be what :func:`choose_by_timing`
+    writes: ``{key: {"choice": name, "seconds": {name: seconds}}}``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f)
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or UTF-8
+        raise ValueError(f"tune cache {path!r} is not a readable JSON file: "
+                         f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(stored, dict):
+        raise ValueError(f"tune cache {path!r} holds {type(stored).__name__}; expected a "
+                         f"JSON object")
+    for key, entry in stored.items():
+        seconds = entry.get("seconds") if isinstance(entry, dict) else None
+        if not (isinstance(entry, dict) and isinstance(entry.get("choice"), str)
+                and isinstance(seconds, dict)
+                and all(type(t) in (int, float) and 0 <= t < math.inf
+                        for t in seconds.values())):
+            raise ValueError(f"tune cache {path!r}: entry {key!r:.120} is not "
+                             f"{{\"choice\": name, \"seconds\": {{name: non-negative "
+                             f"finite seconds}}}}")
+    return stored
 
 
 def clear_tune_cache() -> None:

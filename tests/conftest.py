@@ -218,6 +218,13 @@ def run_python_in_checkout(code: str) -> None:
 
 # --------------------------------------------------------------------------- mocks
 
+# pytest-run-parallel (--parallel-threads=N) runs each test in N threads at once; a test
+# that changes process-wide state would change it under the other threads' feet.
+MUTATES_REGISTRY = pytest.mark.thread_unsafe(
+    reason="registers an algorithm in the process-wide registry, where the other threads' "
+           "calls (auto, algorithms()) would find it")
+
+
 @contextlib.contextmanager
 def temporary_algorithm(run, **options):
     """Register ``run`` under a fresh name for the duration of the block, then remove it."""
@@ -235,3 +242,19 @@ def temporary_algorithm(run, **options):
 def rng(request):
     """A generator seeded from the test id, so every test's data is reproducible."""
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+# --------------------------------------------------------------------------- cost constants
+
+@pytest.fixture(autouse=True, scope="session")
+def _empty_calibration_cache(tmp_path_factory):
+    """Selection in the tests uses the shipped cost constants, never a calibration that
+    happens to sit in the user's cache directory (subprocesses inherit the setting)."""
+    from convlab import cost_model
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("CONVLAB_CACHE_DIR", str(tmp_path_factory.mktemp("convlab-cache")))
+    cost_model.reload()
+    yield
+    patch.undo()
+    cost_model.reload()

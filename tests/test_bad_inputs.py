@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import temporary_algorithm
+from conftest import MUTATES_REGISTRY, temporary_algorithm
 
 SRC = (1, 5, 5, 4)  # NXC: N, H, W, IC
 WEIGHTS = (3, 3, 4, 6)  # XIO: KH, KW, IC, OC
@@ -314,6 +314,7 @@ def test_unknown_algorithm_lists_the_known_names():
         assert repr(name) in str(error.value)
 
 
+@MUTATES_REGISTRY
 def test_algorithm_that_cannot_run_the_problem_says_why():
     calls = []
 
@@ -329,6 +330,7 @@ def test_algorithm_that_cannot_run_the_problem_says_why():
         assert convlab.select_algorithm(zeros(SRC), zeros(WEIGHTS)) != name
 
 
+@MUTATES_REGISTRY
 def test_no_algorithm_can_run_the_problem():
     """Every algorithm refusing a problem is a ValueError listing each one's reason."""
     saved = {name: convlab.registry.get_algorithm(name) for name in convlab.algorithms()}

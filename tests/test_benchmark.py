@@ -1,5 +1,10 @@
-"""The bench harness's schedules (convlab.benchmark): what they time, not how fast."""
-from convlab import benchmark
+"""The bench harness (convlab.benchmark): what it times and reports, not how fast."""
+import csv
+
+import pytest
+
+import convlab
+from convlab import benchmark, cost_model
 from convlab.shapes.descriptor import parse_descriptor
 
 
@@ -27,14 +32,17 @@ def test_time_rotation_takes_more_rounds_to_fill_min_seconds():
 
 def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():
     layer = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"tiny"')
-    contenders = benchmark.bench_layer(layer, ["direct", "im2col", "auto", "plan"], threads=1,
+    labels = ["direct", "im2col", "auto", "plan", "plan:direct"]
+    contenders = benchmark.bench_layer(layer, labels, threads=1,
                                        repeats=4, warmup=1, torch=None, onnx=None, ort=None,
                                        seed=0, schedule="mixed", rounds=2)
-    assert [c.label for c in contenders] == ["direct", "im2col", "auto", "plan"]
+    assert [c.label for c in contenders] == labels
     for contender in contenders:
         # two rounds of two rotations each
         assert len(contender.times) == 4, contender.label
         assert contender.ok and contender.error is not None, contender.label
+        # plans: the first call is timed apart from the later ones
+        assert (contender.first_call is not None) == contender.label.startswith("plan")
 
 
 def test_gemm_share_summary_judges_gemm_bound_layers_apart():
@@ -44,3 +52,84 @@ def test_gemm_share_summary_judges_gemm_bound_layers_apart():
     assert "lowest 40% (tiny), below 70% on 1 of 3 layers" in overall
     assert "lowest 72% (medium), below 70% on 0 of 2" in bound
     assert "GEMM-bound" not in benchmark.gemm_share_summary([(0.4, "tiny", False)])
+
+
+def _contender(label, seconds, kind="convlab", first_call=None, runs=""):
+    return benchmark.Contender(label, kind, times=[] if seconds is None else [seconds],
+                               first_call=first_call, runs=runs)
+
+
+def test_network_totals_count_each_layer_times_its_multiplicity():
+    once = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"net:once"')
+    thrice = parse_descriptor('mb1ic4ih6oc8oh6kh1n"net:thrice*3"')
+    assert (once.multiplicity, thrice.multiplicity) == (1, 3)
+    results = [
+        (once, [_contender("direct", 2.0), _contender("winograd4", 1.0),
+                _contender("plan", 1.0), _contender("torch", 4.0, "torch"),
+                _contender("onnxrt", 3.0, "onnxruntime")]),
+        (thrice, [_contender("direct", 1.0), _contender("winograd4", None),
+                  _contender("plan", 0.5), _contender("torch", 2.0, "torch"),
+                  _contender("onnxrt", 1.0, "onnxruntime")]),
+    ]
+    totals = benchmark.network_seconds(results)
+    assert totals == {"direct": 5.0, "winograd4": None, "plan": 2.5, "torch": 10.0,
+                      "onnxrt": 6.0}
+    text = "\n".join(benchmark.network_summary(results))
+    assert "direct 5000.00 ms" in text and "plan 2500.00 ms" in text
+    # the fastest algorithm on each layer: winograd4 once, then direct three times
+    assert "fastest algorithm per layer 4000.00 ms" in text
+    assert "no total for winograd4" in text
+    assert "torch/direct 2.00x" in text and "torch/plan 4.00x" in text
+    assert "onnxrt/plan 2.40x" in text
+
+
+def test_plan_regret_prefers_forced_plans_as_the_bar():
+    one_shot = [_contender("direct", 2.0), _contender("winograd4", 1.5),
+                _contender("plan", 1.1, runs="winograd4")]
+    assert benchmark.plan_regret(one_shot) == (1.1 / 1.5, "winograd4", "winograd4")
+    forced = one_shot + [_contender("plan:direct", 1.0), _contender("plan:winograd4", None)]
+    assert benchmark.plan_regret(forced) == (1.1, "plan:direct", "winograd4")
+    assert benchmark.plan_regret([_contender("direct", 1.0)]) is None
+    first = [_contender("plan", 2.0, first_call=10.0)]
+    assert benchmark.first_call_ratio(first) == 5.0
+
+
+def test_algorithm_names_accept_plans_forced_to_registered_algorithms():
+    benchmark.check_algorithm_names(["direct", "auto", "plan", "plan:direct"])
+    for bad in (["plan:no_such"], ["no_such"], ["plan:auto"]):
+        with pytest.raises(SystemExit, match="--algorithms"):
+            benchmark.check_algorithm_names(bad)
+
+
+def test_header_names_the_cpu_and_the_constants(monkeypatch):
+    lines = benchmark.machine_lines()
+    info = convlab.cpu.cpu_info()
+    assert info["isa_detected"] in lines[0] and info["isa_effective"] in lines[0]
+    assert lines[1] == f"cost constants: {cost_model.source()}"
+    # a richer description of the constants is used when the cost model offers one
+    monkeypatch.setattr(cost_model, "describe_constants", lambda: "calibrated here",
+                        raising=False)
+    assert benchmark.machine_lines()[1] == "cost constants: calibrated here"
+
+
+def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
+    path = tmp_path / "bench.csv"
+    status = benchmark.main(["--suite", "resnet_50", "--layers", "res2a_branch2a",
+                             "--algorithms", "direct,im2col,auto,plan,plan:direct",
+                             "--no-torch", "--no-onnxruntime", "--repeats", "2",
+                             "--rounds", "1", "--min-block-time", "0", "--threads", "1",
+                             "--csv", str(path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "cpu: " in out and "cost constants: " in out
+    assert "network time, ms (xN)" in out
+    assert "network time (each layer's median x its multiplicity, summed): direct " in out
+    assert "plan regret (plan time after its first call / the fastest forced plan's" in out
+    assert "plan first call / later call" in out
+    rows = list(csv.DictReader(path.open()))
+    firsts = {r["contender"]: r["first_call_ms"] for r in rows}
+    assert float(firsts["plan"]) > 0 and float(firsts["plan:direct"]) > 0
+    assert firsts["direct"] == "" and firsts["auto"] == ""
+    runs = {r["contender"]: r["plan_runs"] for r in rows}
+    assert runs["plan:direct"] == "direct" and runs["plan"] in convlab.algorithms()
+    assert runs["direct"] == ""

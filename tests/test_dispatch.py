@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import assert_matches_reference, random_tensors, temporary_algorithm
+from conftest import (MUTATES_REGISTRY, assert_matches_reference, random_tensors,
+                      temporary_algorithm)
 from convlab.registry import Estimate
 from convlab.strategies.reference import run_reference
 
@@ -59,6 +60,7 @@ def mock():
     assert name not in convlab.algorithms()
 
 
+@MUTATES_REGISTRY
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
 @pytest.mark.parametrize("rank", [1, 2, 3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -78,6 +80,7 @@ def test_dispatch_reaches_the_mock_with_canonical_layouts(rng, mock, data_format
     assert_matches_reference(got, src, weights, b, attributes, mock.name)
 
 
+@MUTATES_REGISTRY
 def test_auto_picks_the_cheapest_contender(mock):
     src, weights = np.ones((1, 6, 6, 3), np.float32), np.ones((3, 3, 3, 2), np.float32)
     assert convlab.select_algorithm(src, weights) == mock.name
@@ -90,12 +93,14 @@ def test_auto_picks_the_cheapest_contender(mock):
     assert f"choice: {mock.name}" in str(explanation)
 
 
+@MUTATES_REGISTRY
 def test_empty_batch_does_not_call_the_algorithm(mock):
     got = convlab.convolve(np.ones((0, 6, 3), np.float32), np.ones((3, 3, 2), np.float32),
                            algorithm=mock.name)
     assert got.shape == (0, 4, 2) and mock.runs == []
 
 
+@MUTATES_REGISTRY
 def test_auto_false_keeps_an_algorithm_out_of_auto():
     calls = []
     with temporary_algorithm(lambda *args: calls.append(args), auto=False,
@@ -108,6 +113,7 @@ def test_auto_false_keeps_an_algorithm_out_of_auto():
         assert len(calls) == 1
 
 
+@MUTATES_REGISTRY
 def test_registration_by_algorithm_object_and_replace():
     calls = []
     algorithm = convlab.Algorithm(name="test_object_registration",
@@ -129,6 +135,7 @@ def test_registration_by_algorithm_object_and_replace():
     convlab.unregister_algorithm("test_object_registration")  # a second removal is harmless
 
 
+@MUTATES_REGISTRY
 def test_temporary_algorithm_unregisters_after_an_error():
     before = convlab.algorithms()
     with pytest.raises(RuntimeError, match="boom"):
@@ -138,6 +145,7 @@ def test_temporary_algorithm_unregisters_after_an_error():
     assert convlab.algorithms() == before
 
 
+@MUTATES_REGISTRY
 def test_an_algorithm_error_reaches_the_caller():
     def failing(problem, src, weights, bias, dst, threads):
         raise RuntimeError("the mock kernel failed")
@@ -176,6 +184,7 @@ def test_select_algorithm_returns_a_registered_auto_contender(case):
     assert as_dict["threads"] == convlab.effective_threads()
 
 
+@MUTATES_REGISTRY
 def test_explain_shows_why_an_algorithm_cannot_run():
     with temporary_algorithm(lambda *a: None, supports=lambda p: "mock refuses every problem",
                              cost=lambda p, t: Estimate(0.0)) as name:

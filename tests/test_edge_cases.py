@@ -12,6 +12,9 @@ from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_t
 
 FORMATS = [pytest.param("NCX", "OIX", id="NCX-OIX"), pytest.param("NXC", "XIO", id="NXC-XIO")]
 DTYPES = ["float32", "float64"]
+# pytest-run-parallel runs each test in several threads at once: not these
+KERNEL_SETTING = pytest.mark.thread_unsafe(reason="changes a process-wide setting of the "
+                                                   "direct kernel")
 
 
 def run(algorithm, src, weights, bias=None, **attributes):
@@ -179,6 +182,7 @@ def _equal_passes(channels, most):
     return -(-channels // passes)
 
 
+@KERNEL_SETTING
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("pass_bytes, min_channels, per_pass", [
     (1, 7, 7),             # 22 passes of 7 (150 = 21 * 7 + 3 would leave a pass of 3)
@@ -216,6 +220,7 @@ def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, isa_level
     assert_matches_reference(got, src, weights, bias, attributes, "direct")
 
 
+@KERNEL_SETTING
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["many-channels-1x1", "grouped-wide-k3",
                                   "input-channels-in-two-passes", "wide-output-channels-1x1"])
@@ -247,6 +252,7 @@ def test_direct_streamed_dst_matches_cached_stores(rng, dtype, case, offset):
     assert_matches_reference(results[1], src, weights, bias, attributes, "direct")
 
 
+@KERNEL_SETTING
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["many-channels-1x1", "wide-output-channels-1x1",
                                   "grouped-strided-1x1-3d"])

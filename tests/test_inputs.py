@@ -183,3 +183,21 @@ def test_dtypes_combine_as_specified(algorithm, src_dtype, weights_dtype, bias_d
     got = convlab.convolve(src, weights, bias, algorithm=algorithm)
     assert got.dtype == np.dtype(expected)
     assert_matches_reference(got, src, weights, bias, {}, algorithm)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_unaligned_out_and_plan_src_reach_the_kernels_aligned(rng, algorithm):
+    """Kernels read and write through typed C pointers: an array whose elements are not
+    aligned is copied (in) or staged (out), never handed over as it is. The sanitizer build
+    (tools/sanitize.sh) reports any misaligned access; here the results must still agree."""
+    arrays, attributes = base_problem(rng, "NXC")
+    skip_unless_supported(algorithm, problem_of(**arrays, attributes=attributes))
+    expected = convlab.convolve(**arrays, algorithm=algorithm, **attributes)
+    out = unaligned(np.zeros_like(expected))
+    got = convlab.convolve(**arrays, algorithm=algorithm, out=out, **attributes)
+    assert got is out
+    np.testing.assert_array_equal(out, expected)
+    plan = convlab.Convolution(arrays["weights"], arrays["bias"], algorithm=algorithm,
+                               **attributes)
+    plan(arrays["src"])  # the plan's lean path for this shape is set up
+    np.testing.assert_array_equal(plan(unaligned(arrays["src"])), expected)

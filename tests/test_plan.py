@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import ALGORITHMS, assert_matches_reference, problem_of, random_tensors, \
-    skip_unless_supported, temporary_algorithm
+    skip_unless_supported, temporary_algorithm, MUTATES_REGISTRY
 
 import convlab
 
@@ -35,6 +35,7 @@ def test_plan_matches_the_reference_and_convolve(rng, algorithm, dtype):
     np.testing.assert_array_equal(first, one_shot)
 
 
+@MUTATES_REGISTRY
 def test_weights_are_prepared_once_per_algorithm_and_dtype(rng):
     prepared = []
 

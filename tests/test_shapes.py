@@ -155,6 +155,13 @@ def test_divisions_truncate_toward_zero_as_in_c():
     assert layer.output_shape == (1, 1) and layer.pads_end == (2, 2)
 
 
+def test_negative_derived_padding_round_trips_through_the_canonical_form():
+    for text in ("ic1oc1ih4oh1kh1sh2", "ic64id8ih56iw56oc64od4oh56ow54kd3kh3kw3"):
+        layer = parse_descriptor(text)
+        assert min(layer.pads_begin) < 0
+        assert parse_descriptor(layer.canonical()) == layer
+
+
 def test_multiplicity_name_quotes_and_separators():
     layer = parse_descriptor('mb50ic64ih56oc256oh56kh1ph0n"resnet_50:res2a_branch1*4"')
     assert layer.name == "resnet_50:res2a_branch1" and layer.multiplicity == 4
@@ -216,10 +223,18 @@ def test_arrays_and_kwargs_fit_convolve():
     ("ic3oc3ih5kh3ph1pw0", "pw=0 is overridden by 1"),
     ("ic3oc3ih5kh3sh2sw1", "sw=1 is overridden by 2"),
     ('ic3oc3ih5kh3n"x*0"', r"multiplicity \*0"),
+    ('ic3oc3ih5kh3n"a"b#c"', "holds a double quote or a line break"),
+    ('ic3oc3ih5kh3n"two\nlines"', "holds a double quote or a line break"),
 ])
 def test_bad_descriptors_raise_value_error(text, message):
     with pytest.raises(ValueError, match=message):
         parse_descriptor(text)
+
+
+def test_flops_of_huge_layers_are_exact():
+    side = 2**62  # the product of the sizes overflows int64
+    layer = parse_descriptor(f"ic1oc1ih{side}kh1iw{side}kw1")
+    assert layer.flops() == 2 * layer.mb * side * side
 
 
 def test_layer_is_frozen():

@@ -93,6 +93,7 @@ def test_default_is_between_one_and_the_available_cores():
 @pytest.mark.parametrize("threads, error, match", [
     (0, ValueError, r"threads=0"), (1.0, TypeError, r"threads=1\.0"),
     ("1", TypeError, r"threads='1'"), (False, TypeError, r"threads=False"),
+    (2**31, ValueError, r"threads=2147483648 is more than the kernels take"),
 ])
 def test_invalid_counts_are_refused(threads, error, match):
     with pytest.raises(error, match=match):
@@ -134,6 +135,15 @@ def test_default_honours_omp_num_threads(omp_num_threads, expected):
     default, explicit, cores = (int(v) for v in out)
     assert default == expected(cores)
     assert explicit == 2  # an explicit count wins over the environment
+
+
+@pytest.mark.parametrize("omp_num_threads", ["\u00b2", "1" * 5000, "1_0", "four"],
+                         ids=["superscript", "5000 digits", "underscore", "word"])
+def test_omp_num_threads_that_is_not_a_count_is_ignored(omp_num_threads):
+    out = _in_subprocess(omp_num_threads, "print(convlab.effective_threads(), "
+                         "convlab.threads.available_cores())")
+    default, cores = (int(v) for v in out)
+    assert 1 <= default <= cores
 
 
 def test_omp_num_threads_reaches_the_kernels():

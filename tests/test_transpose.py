@@ -14,8 +14,8 @@ import pytest
 
 import convlab
 from convlab import params, transpose
-from conftest import (ALGORITHMS, skip_unless_supported, temporary_algorithm,
-                      to_data_format, tolerance)
+from conftest import (ALGORITHMS, MUTATES_REGISTRY, skip_unless_supported,
+                      temporary_algorithm, to_data_format, tolerance)
 
 TRANSPOSE_ALGORITHMS = ["auto", transpose.COL2IM] + ALGORITHMS
 
@@ -269,6 +269,7 @@ def test_auto_runs_col2im_for_strides_and_the_forward_auto_otherwise():
     assert transpose.choose(tp, "direct") == "direct"
 
 
+@MUTATES_REGISTRY
 @pytest.mark.parametrize("strides", [1, 2])
 def test_a_registered_strategy_receives_the_stretched_forward_problem(strides):
     """Proves conv_transpose runs through the registry: a counting mock sees the call."""

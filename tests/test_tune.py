@@ -12,6 +12,10 @@ from conftest import random_tensors, temporary_algorithm
 import convlab
 from convlab.registry import get_algorithm
 
+pytestmark = pytest.mark.thread_unsafe(
+    reason="tune's winners live in one process-wide cache (and file), which every test "
+           "clears and fills, and the mocks in the process-wide registry")
+
 
 @pytest.fixture(autouse=True)
 def fresh_tune_cache():
@@ -100,6 +104,33 @@ def test_tune_cache_file_must_be_json(tmp_path):
     path.write_text("not json")
     with pytest.raises(ValueError, match="tune cache"):
         convlab.set_tune_cache(path)
+
+
+def test_tune_cache_with_a_bad_entry_is_refused_and_not_used(rng, tmp_path):
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"some problem": {"choice": "direct", "seconds": "fast"}}))
+    with pytest.raises(ValueError, match="entry 'some problem'"):
+        convlab.set_tune_cache(path)
+    src, weights, _ = _tensors(rng)
+    convlab.convolve(src, weights, algorithm="tune")
+    assert json.loads(path.read_text())["some problem"]["seconds"] == "fast"  # not written
+
+
+@pytest.mark.parametrize("stored", ["no_such_algorithm", "winograd4"])
+def test_a_stored_winner_that_cannot_run_here_is_tuned_again(rng, tmp_path, stored):
+    # a 5-tap kernel: unknown names and Winograd (3-tap only) cannot run it
+    src = rng.standard_normal((1, 9, 2)).astype(np.float32)
+    weights = rng.standard_normal((5, 2, 2)).astype(np.float32)
+    key = convlab.tune.tune_key(convlab.make_problem(src.shape, src.dtype, weights.shape,
+                                                     weights.dtype, None, None), 1, "default")
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({key: {"choice": stored, "seconds": {stored: 1e-9}}}))
+    convlab.set_tune_cache(path)
+    got = convlab.convolve(src, weights, algorithm="tune", threads=1)
+    np.testing.assert_allclose(got, convlab.reference.convolve(src, weights), rtol=1e-5,
+                               atol=1e-5)
+    assert json.loads(path.read_text())[key]["choice"] in convlab.algorithms()
+    assert json.loads(path.read_text())[key]["choice"] != stored
 
 
 def test_plan_tunes_once_per_shape(rng, two_mocks):

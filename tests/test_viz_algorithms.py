@@ -260,7 +260,7 @@ def test_crossover_map_matches_select_algorithm_at_every_point():
         assert cmap.winners[ti, ci, hi] == want, (t, c, h)
         estimates = {name: table[ti, ci, hi] for name, table in cmap.seconds.items()}
         # as auto compares them: each times 1 + its selection margin
-        compared = {name: seconds * (1 + cost_model.selection_margin(name))
+        compared = {name: seconds * (1 + cost_model.selection_margin(name, t))
                     for name, seconds in estimates.items()}
         assert min(compared, key=compared.get) == want
         explained = convlab.explain(src, weights, threads=t, **attributes).to_dict()

@@ -17,6 +17,7 @@ match what benchdnn itself would run.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional, Tuple
@@ -103,8 +104,8 @@ class Layer:
     def flops(self, mb: Optional[int] = None) -> int:
         """``2 * mb * OC * prod(O) * IC/G * prod(K)``: benchdnn's convention, padding taps
         included, for one occurrence (multiply by ``multiplicity`` for the network)."""
-        return (2 * self._mb(mb) * self.oc * int(np.prod(self.output_shape))
-                * (self.ic // self.groups) * int(np.prod(self.kernel_shape)))
+        return (2 * self._mb(mb) * self.oc * math.prod(self.output_shape)
+                * (self.ic // self.groups) * math.prod(self.kernel_shape))
 
     def with_mb(self, mb: int) -> "Layer":
         """The same layer at another minibatch (benchdnn's ``--mb=N`` knob)."""
@@ -146,11 +147,17 @@ class Layer:
                             **self.convolve_kwargs())
 
     def canonical(self) -> str:
-        """The benchdnn canonical descriptor (every value written, dilation 0-based)."""
+        """The benchdnn canonical descriptor (every value written, dilation 0-based).
+
+        A negative begin padding is left out: only the rule that derives the padding from
+        the output gives one (a written negative value is refused), and parsing applies
+        that rule again.
+        """
         axes = AXES[3 - self.rank:]
 
         def spatial(prefix, values):
-            return "".join(f"{prefix}{axis}{v}" for axis, v in zip(axes, values))
+            return "".join(f"{prefix}{axis}{v}" for axis, v in zip(axes, values)
+                           if prefix != "p" or v >= 0)
 
         name = self.name + (f"*{self.multiplicity}" if self.multiplicity != 1 else "")
         text = (f"g{self.groups}mb{self.mb}_ic{self.ic}{spatial('i', self.input_shape)}"
@@ -220,6 +227,10 @@ def parse_descriptor(text: str) -> Layer:
         if key not in values:
             raise ValueError(f"{where}: {key} is missing; ic and oc are mandatory")
 
+    # The canonical form quotes the name, and a shape file holds one descriptor per line.
+    if '"' in raw_name or "".join(raw_name.splitlines()) != raw_name:
+        raise ValueError(f"{where}: the name {raw_name!r:.80} holds a double quote or a line "
+                         f"break; expected n\"name\" with neither inside")
     name, multiplicity = raw_name, 1
     found = _MULTIPLICITY.match(raw_name)
     if found:

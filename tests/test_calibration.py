@@ -1,0 +1,518 @@
+"""Calibration of the cost constants: the stored files, their checks, the fit and calibrate().
+
+Nothing here assumes this machine: keys are read from it, the shipped set is whichever the
+effective ISA level gets, and timings are faked wherever their values matter.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import pathlib
+import re
+import time
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import convlab
+from convlab import cli, cost_model, cpu, demo, registry, select
+from convlab.calibration import design, fit, run, store
+from convlab.cpu import ISA_LEVELS
+
+THREADS = 2
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty calibration cache of this test's own."""
+    monkeypatch.setenv("CONVLAB_CACHE_DIR", str(tmp_path))
+    cost_model.reload()
+    yield tmp_path
+    cost_model.reload()
+
+
+def shipped_set(threads=THREADS):
+    key = store.current_key(threads)
+    return store.shipped(store.shipped_level_for(str(key["isa"])))
+
+
+def valid_set(threads=THREADS, scale=None):
+    """A calibration for this machine's key that load_calibration accepts: the shipped
+    constants at ``threads``, each algorithm's times ``scale[name]`` (default 1)."""
+    key = store.current_key(threads)
+    shipped = shipped_set(threads)
+    constants = {name: {str(threads): {term: value * (scale or {}).get(name, 1.0)
+                                       for term, value in
+                                       store.constants_at(by_threads, threads).items()}}
+                 for name, by_threads in shipped["constants"].items()}
+    return {"format": store.FORMAT, "key": key,
+            "source": {"command": "test", "date": "2000-01-01"},
+            "provenance": {"date": "2000-01-01", "budget_s": 1.0},
+            "constants": constants,
+            "selection_margins": dict(shipped.get("selection_margins", {}))}
+
+
+def write(path, stored, allow_nan=False):
+    path.write_text(json.dumps(stored, allow_nan=allow_nan))
+    return path
+
+
+def expected_path(threads=THREADS):
+    return store.calibration_path(store.current_key(threads))
+
+
+def assert_ignored(path, why, threads=THREADS):
+    """The file is skipped with a RuntimeWarning naming it and why; the shipped set (of the
+    effective level) is in force and selection still chooses."""
+    cost_model.reload()
+    with pytest.warns(RuntimeWarning, match=re.escape(str(path))) as caught:
+        chosen = cost_model.in_force(threads)
+    assert any(re.search(why, str(w.message)) for w in caught), [str(w.message) for w in caught]
+    assert chosen.origin == "shipped"
+    assert chosen.data == shipped_set(threads)
+    src, weights = np.ones((1, 9, 9, 8), np.float32), np.ones((3, 3, 8, 8), np.float32)
+    assert convlab.select_algorithm(src, weights, threads=threads) in convlab.algorithms()
+
+
+# --------------------------------------------------------------------------- shipped sets
+
+def test_every_level_ships_constants_for_exactly_the_terms_the_hooks_count():
+    problem = convlab.make_problem((1, 8, 8, 16), np.float32, (3, 3, 16, 16), np.float32,
+                                   pads_begin=1, pads_end=1)
+    levels = store.shipped_levels()
+    assert levels and set(levels) <= set(ISA_LEVELS)
+    for level in levels:
+        stored = store.shipped(level)
+        source = stored["source"]
+        assert source["isa"] == level
+        for field in ("cpu_model", "date", "command", "method"):
+            assert source[field], (level, field)
+        for name, by_threads in stored["constants"].items():
+            counted = set(registry.get_algorithm(name).cost(problem, 1).inputs["terms"])
+            for threads, constants in by_threads.items():
+                assert set(constants) == counted, (level, name, threads)
+                assert all(v >= 0 and math.isfinite(v) for v in constants.values())
+        for name, margin in stored.get("selection_margins", {}).items():
+            assert name in stored["constants"] and 0 <= margin < 1
+
+
+def test_a_level_without_a_set_of_its_own_takes_the_nearest_narrower_one(monkeypatch):
+    monkeypatch.setattr(store, "shipped_levels", lambda: ["baseline", "avx512"])
+    assert store.shipped_level_for("avx2") == "baseline"
+    assert store.shipped_level_for("avx512") == "avx512"
+    assert store.shipped_level_for("some-future-level") == "avx512"
+    monkeypatch.setattr(store, "shipped_levels", lambda: ["avx512"])
+    assert store.shipped_level_for("baseline") == "avx512"
+
+
+def test_without_a_calibration_the_shipped_set_of_the_effective_level_is_in_force(cache):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chosen = cost_model.in_force(THREADS)
+    assert chosen.origin == "shipped"
+    assert chosen.isa == cpu.effective_isa()
+    assert chosen.level == store.shipped_level_for(cpu.effective_isa())
+    described = cost_model.describe_constants(THREADS)
+    assert described.startswith(f"shipped {chosen.level} set")
+    assert chosen.data["source"]["cpu_model"] in described
+    assert described == cost_model.source(THREADS)
+
+
+# --------------------------------------------------------------------------- the cache
+
+def test_the_cache_directory_follows_convlab_cache_dir(tmp_path, monkeypatch):
+    import platformdirs
+
+    monkeypatch.setenv("CONVLAB_CACHE_DIR", str(tmp_path / "mine"))
+    assert store.cache_dir() == tmp_path / "mine"
+    assert store.calibration_path(store.current_key(3)).parent == tmp_path / "mine"
+    monkeypatch.setenv("CONVLAB_CACHE_DIR", "")
+    assert store.cache_dir() == pathlib.Path(platformdirs.user_cache_dir("convlab"))
+    monkeypatch.delenv("CONVLAB_CACHE_DIR")
+    assert store.cache_dir() == pathlib.Path(platformdirs.user_cache_dir("convlab"))
+
+
+def test_one_file_per_key():
+    key = store.current_key(2)
+    names = {store.file_name(key)}
+    for field, other in (("cpu_model", key["cpu_model"] + " v2"), ("isa", "other"),
+                         ("threads", 3), ("convlab_version", "0.0.1")):
+        names.add(store.file_name({**key, field: other}))
+    assert len(names) == 5
+    odd = {**key, "cpu_model": "../../etc/passwd \x00 *?[", "convlab_version": "1/2"}
+    assert "/" not in store.file_name(odd) and "\x00" not in store.file_name(odd)
+
+
+def test_a_valid_calibration_is_used_and_described(cache):
+    path = write(expected_path(), valid_set(scale={"direct": 0.5}))
+    cost_model.reload()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chosen = cost_model.in_force(THREADS)
+    assert chosen.origin == "calibrated" and chosen.path == str(path)
+    shipped = store.constants_at(shipped_set()["constants"]["direct"], THREADS)
+    assert cost_model.constants_for("direct", THREADS) == {t: v * 0.5 for t, v in shipped.items()}
+    assert str(path) in cost_model.describe_constants(THREADS)
+    # other thread counts keep the shipped set
+    assert cost_model.in_force(THREADS + 1).origin == "shipped"
+
+
+@pytest.mark.parametrize("field, other, kind", [
+    ("convlab_version", "0.0.0-test", "stale"),
+    ("cpu_model", "Some Other CPU (cpu family 1)", "foreign"),
+    ("isa", "an-other-level", "foreign"),
+    ("threads", THREADS + 1, "foreign"),
+])
+def test_a_file_made_for_another_key_is_ignored_with_a_warning(cache, field, other, kind):
+    stored = valid_set()
+    stored["key"][field] = other
+    path = write(expected_path(), stored)
+    assert_ignored(path, f"is {kind}: calibrated for {field} ")
+
+
+def test_an_upgrade_of_convlab_makes_the_calibration_stale(cache, monkeypatch):
+    path = write(expected_path(), valid_set(scale={"im2col": 0.5}))
+    cost_model.reload()
+    assert cost_model.in_force(THREADS).origin == "calibrated"
+    monkeypatch.setattr(convlab, "__version__", "999.0")
+    assert_ignored(path, "is stale: calibrated for convlab_version .*, this is '999.0'")
+
+
+@pytest.mark.parametrize("change", ["cpu_model", "isa", "threads"])
+def test_another_machine_level_or_thread_count_never_uses_the_calibration(cache, monkeypatch,
+                                                                         change):
+    """Files are found by key: a calibration made for another CPU model, ISA level or
+    thread count is not read at all (a shared cache directory holds each machine's own)."""
+    write(expected_path(), valid_set(scale={"direct": 0.5}))
+    threads = THREADS
+    if change == "cpu_model":
+        monkeypatch.setattr(cpu, "cpu_model", lambda: "Some Other CPU")
+    elif change == "isa":
+        other = next(level for level in ISA_LEVELS if level != cpu.effective_isa())
+        monkeypatch.setattr(cpu, "effective_isa", lambda: other)
+    else:
+        threads = THREADS + 1
+    cost_model.reload()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chosen = cost_model.in_force(threads)
+    assert chosen.origin == "shipped"
+    assert chosen.data == store.shipped(store.shipped_level_for(store.current_key(threads)["isa"]))
+
+
+def _edited(edit):
+    stored = valid_set()
+    edit(stored)
+    return json.dumps(stored, allow_nan=True).encode()
+
+
+def _first_constants(stored):
+    return stored["constants"]["direct"][str(THREADS)]
+
+
+CORRUPT = {
+    "garbage bytes": (b"\x00\xffnot json at all\x80", "not UTF-8"),
+    "empty": (b"", "not valid JSON"),
+    "truncated": (b'{"format": 1, "key": {', "not valid JSON"),
+    "a list": (b"[1, 2, 3]", "JSON list"),
+    "no key": (b'{"format": 1}', "no 'key'"),
+    "another format": (_edited(lambda s: s.update(format=2)), "file format"),
+    "format true": (_edited(lambda s: s.update(format=True)), "file format"),
+    "NaN constant": (_edited(lambda s: _first_constants(s).update(call=float("nan"))),
+                     "not valid JSON"),
+    "infinite constant": (_edited(lambda s: _first_constants(s).update(call=1e999)),
+                          "not valid JSON"),
+    "huge literal": (json.dumps(valid_set()).replace('"call": ', '"call": 1e400, "x": ', 1)
+                     .encode(), "unusable constant|terms differ"),
+    "negative constant": (_edited(lambda s: _first_constants(s).update(call=-1e-6)),
+                          "unusable constant direct.call"),
+    "string constant": (_edited(lambda s: _first_constants(s).update(call="1e-6")),
+                        "unusable constant direct.call"),
+    "boolean constant": (_edited(lambda s: _first_constants(s).update(call=True)),
+                         "unusable constant direct.call"),
+    "absurd constant": (_edited(lambda s: _first_constants(s).update(call=5.0)),
+                        "unusable constant direct.call"),
+    "all zero": (_edited(lambda s: _first_constants(s).update(
+        {t: 0.0 for t in _first_constants(s)})), "prices every term of 'direct' at zero"),
+    "missing term": (_edited(lambda s: _first_constants(s).pop("call")), "missing \\['call'\\]"),
+    "unknown term": (_edited(lambda s: _first_constants(s).update(warp_drive=1e-9)),
+                     "unknown \\['warp_drive'\\]"),
+    "missing algorithm": (_edited(lambda s: s["constants"].pop("im2col")),
+                          "no 2-thread constants for 'im2col'"),
+    "unknown algorithm": (_edited(lambda s: s["constants"].update(mine={})),
+                          "algorithms this convlab does not price"),
+    "other thread count only": (_edited(lambda s: s["constants"].update(
+        direct={"1": _first_constants(s)})), "no 2-thread constants for 'direct'"),
+    "margin out of range": (_edited(lambda s: s["selection_margins"].update(im2col=1.5)),
+                            "unusable selection margin"),
+    "margin of nothing": (_edited(lambda s: s["selection_margins"].update(mine=0.1)),
+                          "unknown algorithm"),
+    "constants a list": (_edited(lambda s: s.update(constants=[])), "no 'constants'"),
+    "no provenance": (_edited(lambda s: s.pop("provenance")), "no 'provenance'"),
+    "deeply nested": (b"[" * 100000, "not valid JSON"),
+    "too large": (b" " * (store.MAX_FILE_BYTES + 1), "larger than"),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRUPT))
+def test_a_corrupt_file_is_ignored_with_a_warning(cache, case):
+    data, why = CORRUPT[case]
+    path = expected_path()
+    path.write_bytes(data)
+    with pytest.raises(store.InvalidCalibration, match=why):
+        store.load_calibration(path, store.current_key(THREADS))
+    assert_ignored(path, why)
+
+
+def test_an_unreadable_file_is_ignored_with_a_warning(cache):
+    path = expected_path()
+    path.mkdir()  # a directory where the file should be: open() fails
+    with pytest.raises(store.InvalidCalibration, match="cannot be read"):
+        store.load_calibration(path, store.current_key(THREADS))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=3000))
+def test_the_reader_takes_any_bytes(data):
+    try:
+        stored = store.parse_calibration(data, store.current_key(THREADS))
+    except store.InvalidCalibration:
+        return
+    assert isinstance(stored, dict)  # only a well-formed set gets here
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_reader_takes_any_edit_of_a_valid_file(data):
+    """Replace one value anywhere in a valid file by arbitrary JSON: the reader accepts it
+    only if every check still holds, and raises nothing but InvalidCalibration."""
+    stored = valid_set()
+    node, path = stored, []
+    while isinstance(node, dict) and node and data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(sorted(node)))
+        path.append(key)
+        node = node[key]
+    if not path:
+        return
+    parent = stored
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = data.draw(JSON)
+    try:
+        accepted = store.parse_calibration(json.dumps(stored).encode(), store.current_key(THREADS))
+    except store.InvalidCalibration:
+        return
+    for by_threads in accepted["constants"].values():
+        for value in by_threads[str(THREADS)].values():
+            assert isinstance(value, (int, float)) and 0 <= value <= 1 and math.isfinite(value)
+
+
+# --------------------------------------------------------------------------- the design
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+def test_the_core_design_pins_every_term_of_every_algorithm(threads):
+    """Every term of every priced algorithm's hook is non-zero in some core problem that
+    algorithm runs: no column of the fit's design matrix is all zero."""
+    core = design.problems([design.CORE])
+    for name, by_threads in shipped_set(threads)["constants"].items():
+        algorithm = registry.get_algorithm(name)
+        term_names = sorted(next(iter(by_threads.values())))
+        timings = []
+        for p in core:
+            problem = p.layer().problem()
+            if algorithm.supports(problem) is None:
+                terms = algorithm.cost(problem, threads).inputs["terms"]
+                timings.append(fit.Timing(name, threads, terms, 1.0))
+        assert len(timings) >= len(term_names), name
+        columns = fit.design_matrix(timings, term_names)
+        zero = [t for t, column in zip(term_names, columns.T) if not column.any()]
+        assert not zero, (name, zero)
+
+
+def test_design_problems_are_valid_and_named_uniquely():
+    names = [p.name for p in design.DESIGN]
+    assert len(names) == len(set(names))
+    for p in design.DESIGN:
+        layer = p.layer()
+        assert layer.name == f"calibration:{p.name}"
+        assert layer.problem().flops > 0 and p.why
+
+
+# --------------------------------------------------------------------------- the fit
+
+def test_the_fit_recovers_constants_from_exact_timings():
+    rng = np.random.default_rng(1)
+    truth = {"call": 2e-5, "flops": 1e-11, "bytes": 3e-10}
+    timings = []
+    for i in range(30):
+        terms = {"call": 1.0, "flops": float(rng.uniform(1e5, 1e8)),
+                 "bytes": float(rng.uniform(1e3, 1e6))}
+        seconds = sum(truth[t] * v for t, v in terms.items())
+        timings.append(fit.Timing("a", 2, terms, seconds, group=str(i % 3), case=str(i)))
+    result = fit.fit(timings)
+    for term, value in truth.items():
+        assert result.constants["a"]["2"][term] == pytest.approx(value, rel=1e-3)
+    residuals = result.residuals["a"]["2"]
+    assert residuals.timings == 30 and residuals.rms_relative_error < 1e-3
+    assert result.unpinned["a"]["2"] == []
+
+
+def test_a_term_no_timing_counts_keeps_the_fallback_constant():
+    timings = [fit.Timing("a", 1, {"call": 1.0, "unused": 0.0}, 1e-5, case=str(i))
+               for i in range(3)]
+    result = fit.fit(timings, fallback={"a": {"1": {"call": 9.0, "unused": 7e-9}}})
+    assert result.constants["a"]["1"] == {"call": pytest.approx(1e-5), "unused": 7e-9}
+    assert result.unpinned["a"]["1"] == ["unused"]
+    assert fit.fit(timings).constants["a"]["1"]["unused"] == 0.0
+
+
+def test_margins_and_regret():
+    # case x: b is estimated 5% cheaper than a but is 20% slower; case y: b is right
+    timings = [fit.Timing("a", 1, {"s": 1.00}, 1.0, case="x"),
+               fit.Timing("b", 1, {"s": 0.95}, 1.2, case="x"),
+               fit.Timing("a", 1, {"s": 1.00}, 1.0, case="y"),
+               fit.Timing("b", 1, {"s": 0.50}, 0.5, case="y"),
+               fit.Timing("c", 1, {"s": 0.01}, 0.01, case="y", contender=False)]
+    constants = {"a": {"1": {"s": 1.0}}, "b": {"1": {"s": 1.0}}, "c": {"1": {"s": 1.0}}}
+    assert fit.regrets(timings, fit.estimated(timings, constants)) == {"x": 1.2, "y": 1.0}
+    margins, scores = fit.fit_margins(timings, constants, ["b"])
+    assert margins == {"b": 0.06}  # the smallest margin that gives case x to a
+    assert min(s[1] for s in scores["b"]) == pytest.approx(1.0)
+    summary = fit.regret_summary(timings, constants, margins)
+    assert summary == {"cases": 2, "geo_mean": 1.0, "worst": 1.0, "within_5_percent": 2}
+
+
+# --------------------------------------------------------------------------- calibrate()
+
+def fake_timing(monkeypatch, favour=None):
+    """Timings without running anything: each contender takes what the shipped constants
+    estimate for it, an algorithm in ``favour`` that times the factor given."""
+    shipped = shipped_set()
+    favour = favour or {}
+
+    def seconds(c):
+        per_unit = store.constants_at(shipped["constants"][c.algorithm], THREADS)
+        return favour.get(c.algorithm, 1.0) * sum(per_unit[t] * v for t, v in c.terms.items())
+
+    monkeypatch.setattr(run, "first_call_seconds", seconds)
+    monkeypatch.setattr(run, "time_block",
+                        lambda contenders, seed: [seconds(c) for c in contenders])
+
+
+def test_calibrate_writes_a_file_that_selection_then_uses(cache, monkeypatch):
+    probe = next(p for p in design.DESIGN if p.name == "dense_3x3_28").layer()
+    problem = probe.problem()
+    src, weights, _ = probe.arrays()
+    kwargs = probe.convolve_kwargs()
+    rows = select.assess(problem, THREADS)
+    ranked = sorted(select.contenders(rows), key=lambda r: r.estimate.seconds)
+    before = convlab.select_algorithm(src, weights, threads=THREADS, **kwargs)
+    other = next(r for r in ranked if r.name != before)
+    # make the runner-up time a third of the current pick's estimate
+    factor = ranked[0].estimate.seconds / other.estimate.seconds / 3
+    fake_timing(monkeypatch, {other.name: factor})
+
+    result = convlab.calibrate(budget_s=5, threads=THREADS)
+    path = expected_path()
+    assert result.path == str(path) and path.is_file()
+    assert path.parent == cache
+    assert result.key == store.current_key(THREADS)
+    stored = store.load_calibration(path, store.current_key(THREADS))
+    assert stored == json.loads(json.dumps(result.data))
+    provenance = stored["provenance"]
+    assert set(design.problems([design.CORE])) <= {
+        p for p in design.DESIGN if p.name in provenance["problems"]}
+    assert provenance["rounds"] >= 1 and provenance["timings"] > 0
+    assert provenance["budget_s"] == 5 and provenance["wall_s"] <= 5
+    assert provenance["in_sample_regret"]["calibrated"]["worst"] == pytest.approx(1.0)
+
+    # the in-memory constants and cached choices follow the new file
+    assert cost_model.in_force(THREADS).origin == "calibrated"
+    assert convlab.select_algorithm(src, weights, threads=THREADS, **kwargs) == other.name
+    assert str(path) in str(convlab.explain(src, weights, threads=THREADS, **kwargs))
+    assert cost_model.in_force(THREADS + 1).origin == "shipped"
+
+
+def test_calibrate_checks_its_arguments(cache):
+    for budget in (0, 4.9, -1, float("nan"), float("inf"), True, "60", None):
+        with pytest.raises(ValueError, match="budget_s"):
+            convlab.calibrate(budget_s=budget)
+    with pytest.raises(ValueError, match="threads"):
+        convlab.calibrate(budget_s=10, threads=0)
+    assert not any(cache.iterdir())
+
+
+def test_convolve_never_calibrates(cache, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("calibration ran inside convolve")
+
+    monkeypatch.setattr(run, "time_design", refuse)
+    monkeypatch.setattr(run, "calibrate", refuse)
+    src = np.ones((1, 12, 12, 16), np.float32)
+    for weights in (np.ones((3, 3, 16, 16), np.float32), np.ones((1, 1, 16, 8), np.float32)):
+        convlab.convolve(src, weights, threads=THREADS)
+        convlab.Convolution(weights, threads=THREADS)(src)
+    assert not any(cache.iterdir())
+
+
+def test_a_real_calibration_within_a_small_budget(cache):
+    budget = 6.0
+    start = time.perf_counter()
+    result = convlab.calibrate(budget_s=budget, threads=1)
+    wall = time.perf_counter() - start
+    assert wall <= budget + 2.0, wall
+    stored = store.load_calibration(result.path, store.current_key(1))
+    assert stored["provenance"]["problems"], "nothing was timed"
+    chosen = cost_model.in_force(1)
+    assert chosen.origin == "calibrated" and chosen.path == result.path
+    src, weights = np.ones((1, 14, 14, 32), np.float32), np.ones((3, 3, 32, 32), np.float32)
+    got = convlab.convolve(src, weights, threads=1, pads_begin=1, pads_end=1)
+    want = convlab.convolve(src, weights, threads=1, pads_begin=1, pads_end=1,
+                            algorithm="direct")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_the_command_line(cache, monkeypatch, capsys):
+    fake_timing(monkeypatch)
+    monkeypatch.setattr(cli, "_seconds_since_start", lambda: 0.0)
+    assert cli.main(["calibrate", "--budget", "5", "--threads", str(THREADS)]) == 0
+    out = capsys.readouterr().out
+    assert str(expected_path()) in out and "in-sample regret" in out
+    assert "constants now in force: calibrated on this machine" in out
+    monkeypatch.setattr(cli, "_seconds_since_start", lambda: 3.0)
+    assert cli.main(["calibrate", "--budget", "7"]) == 2  # 4 s left: too short
+    assert "budget_s" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["calibrate", "--budget", "soon"])
+
+
+def test_the_progress_bar_draws_on_a_terminal_only():
+    stream = io.StringIO()
+    bar = run.Progress(10.0, enabled=True, stream=stream)
+    bar.update("warm-up: tiny", force=True)
+    bar.close("done")
+    assert "calibrating [" in stream.getvalue() and "/10 s" in stream.getvalue()
+    quiet = io.StringIO()
+    run.Progress(10.0, stream=quiet).update("x", force=True)  # StringIO is no terminal
+    assert quiet.getvalue() == ""
+
+
+def test_the_demo_says_which_constants_it_used(cache, monkeypatch):
+    note = demo.constants_note(THREADS)
+    assert cost_model.describe_constants(THREADS) in note
+    assert "python -m convlab calibrate" in note
+    write(expected_path(), valid_set())
+    cost_model.reload()
+    note = demo.constants_note(THREADS)
+    assert "calibrated on this machine" in note and "python -m convlab calibrate" not in note

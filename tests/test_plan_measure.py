@@ -1,0 +1,308 @@
+"""Plans that check their choice (``Convolution(..., choose="measure")``): on the first call
+for a shape they time the contenders whose estimates are close and keep the fastest.
+
+Timings are made deterministic by replacing ``convlab.measure.clock`` with a counter that
+the algorithms under test advance by a set amount per run; nothing here depends on how
+fast this machine runs any kernel.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
+                      temporary_algorithm)
+
+import convlab
+from convlab import cost_model, measure, registry, select
+
+ATTRIBUTES = dict(pads_begin=1, pads_end=1)
+
+
+def _tensors(rng, batch=1):
+    return random_tensors(rng, batch=batch, in_channels=4, out_channels=6, groups=1,
+                          input_shape=(7, 6), kernel_shape=(3, 3), dtype="float32",
+                          data_format="NXC", weights_format="XIO", bias=True)
+
+
+class FakeClock:
+    """``measure.clock``: seconds that pass only when a test algorithm runs."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.reads = 0
+
+    def __call__(self):
+        self.reads += 1
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(measure, "clock", fake)
+    return fake
+
+
+class FakeAlgorithm:
+    """An algorithm with a set estimate that computes through the reference and advances
+    the fake clock by ``duration`` per run, counting its runs and preparations."""
+
+    def __init__(self, clock, estimate, duration, counts):
+        self.clock, self.estimate, self.duration, self.counts = clock, estimate, duration, counts
+        self.name = None
+
+    def run(self, problem, src, weights, bias, dst, threads):
+        self.counts["runs"][self.name] = self.counts["runs"].get(self.name, 0) + 1
+        registry.get_algorithm("reference").run(problem, src, weights, bias, dst, threads)
+        self.clock.now += self.duration
+
+    def prepare(self, problem, weights):
+        self.counts["prepared"][self.name] = self.counts["prepared"].get(self.name, 0) + 1
+        return weights * 1  # a fresh array, as a real packing would be
+
+    def cost(self, problem, threads):
+        return convlab.Estimate(self.estimate, {"note": "test"})
+
+
+@contextlib.contextmanager
+def fake_algorithms(clock, specs):
+    """Register a :class:`FakeAlgorithm` per (estimated seconds, seconds per run) in
+    ``specs``. Yields their names and the counts of their runs and preparations."""
+    counts = {"runs": {}, "prepared": {}}
+    with contextlib.ExitStack() as stack:
+        names = []
+        for estimate, duration in specs:
+            fake = FakeAlgorithm(clock, estimate, duration, counts)
+            fake.name = stack.enter_context(temporary_algorithm(
+                fake.run, cost=fake.cost, prepare_weights=fake.prepare))
+            names.append(fake.name)
+        yield names, counts
+
+
+@pytest.fixture
+def wide_margin(monkeypatch):
+    monkeypatch.setattr(cost_model, "measure_margin", lambda: 0.5)
+
+
+def test_the_measured_choice_is_the_fastest_timed_contender(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    # estimates all within 50% of the lowest (1e-9 s: far below any real algorithm's);
+    # the second-lowest estimate runs fastest
+    specs = [(1.0e-9, 3e-3), (1.2e-9, 1e-3), (1.4e-9, 2e-3)]
+    with fake_algorithms(clock, specs) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        first = plan(src)
+        assert plan.algorithm_for(src) == names[1]
+        # each: one untimed run and measure.TIMED_RUNS timed ones; then the call itself
+        assert counts["runs"] == {names[0]: 1 + measure.TIMED_RUNS,
+                                  names[1]: 2 + measure.TIMED_RUNS,
+                                  names[2]: 1 + measure.TIMED_RUNS}
+        assert_matches_reference(first, src, weights, bias, ATTRIBUTES, names[1])
+        np.testing.assert_array_equal(plan(src), first)
+        assert counts["runs"][names[1]] == 3 + measure.TIMED_RUNS  # no timing the second time
+        account = plan.explain(src)
+        assert account.choice == names[1]
+        assert account.measurement.seconds == pytest.approx({names[0]: 3e-3, names[1]: 1e-3,
+                                                           names[2]: 2e-3})
+        assert "fastest when timed" in str(account)
+        assert account.to_dict()["plan"]["measurement"]["measured_seconds"][names[1]] == \
+            pytest.approx(1e-3)
+        # the losers' prepared weights are not kept
+        assert set(plan._prepared) == {(names[1], "<f4")}
+
+
+def test_only_contenders_within_the_margin_are_timed(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    # the third is estimated 2x the lowest: outside a 50% margin, though it would run fastest
+    specs = [(1.0e-9, 3e-3), (1.4e-9, 2e-3), (2.0e-9, 1e-3)]
+    with fake_algorithms(clock, specs) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        assert plan.algorithm_for(src) == names[1]
+        assert names[2] not in counts["runs"] and names[2] not in counts["prepared"]
+
+
+def test_at_most_max_contenders_are_timed(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    count = measure.MAX_CONTENDERS + 2
+    # the fastest has the highest estimate: past the cap, so never timed
+    specs = [(1e-9 * (1 + 0.01 * i), 1e-3 * (count - i)) for i in range(count)]
+    with fake_algorithms(clock, specs) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        timed = names[:measure.MAX_CONTENDERS]
+        assert set(counts["runs"]) == set(timed)
+        assert plan.algorithm_for(src) == timed[-1]
+        assert plan.explain(src).measurement.not_timed == tuple(names[measure.MAX_CONTENDERS:])
+
+
+def test_no_contender_starts_after_the_time_limit(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    slow = measure.TIME_LIMIT_SECONDS * 2
+    with fake_algorithms(clock, [(1.0e-9, slow), (1.1e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        result = plan(src)
+        # the first contender: one untimed run, then a single timed one (more would pass
+        # the limit); the second is never started
+        assert counts["runs"] == {names[0]: 3}
+        assert plan.algorithm_for(src) == names[0]
+        assert plan.explain(src).measurement.not_timed == (names[1],)
+        assert_matches_reference(result, src, weights, bias, ATTRIBUTES, names[0])
+
+
+def test_a_single_close_contender_is_not_timed(rng, clock, monkeypatch):
+    monkeypatch.setattr(cost_model, "measure_margin", lambda: 0.0)
+    src, weights, bias = _tensors(rng)
+    with fake_algorithms(clock, [(1.0e-9, 3e-3), (1.2e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        assert counts["runs"] == {names[0]: 1}
+        assert clock.reads == 0
+        account = plan.explain(src)
+        assert not account.measurement.measured
+        assert "nothing was timed" in str(account)
+
+
+def test_choose_estimate_keeps_the_lowest_prepared_estimate(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    with fake_algorithms(clock, [(1.0e-9, 3e-3), (1.2e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, choose="estimate", **ATTRIBUTES)
+        result = plan(src)
+        problem = problem_of(src, weights, bias, ATTRIBUTES)
+        assert plan.algorithm_for(src) == names[0] == select.choose(
+            problem, convlab.effective_threads(None), prepared=True)
+        assert counts["runs"] == {names[0]: 1} and clock.reads == 0
+        assert plan.explain(src).measurement is None
+        assert "choose='estimate'" in str(plan.explain(src))
+        assert_matches_reference(result, src, weights, bias, ATTRIBUTES, names[0])
+
+
+def test_choose_estimate_matches_the_plans_previous_rule_on_the_builtin_algorithms(rng):
+    src, weights, bias = _tensors(rng)
+    problem = problem_of(src, weights, bias, ATTRIBUTES)
+    for threads in (1, 2):
+        plan = convlab.Convolution(weights, bias, threads=threads, choose="estimate",
+                                   **ATTRIBUTES)
+        assert plan.algorithm_for(src) == select.choose(problem, threads, prepared=True)
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "tune"])
+def test_forced_names_and_tune_ignore_choose(rng, clock, algorithm):
+    src, weights, bias = _tensors(rng)
+    convlab.clear_tune_cache()
+    plan = convlab.Convolution(weights, bias, algorithm=algorithm, choose="measure",
+                               **ATTRIBUTES)
+    plan(src)
+    assert clock.reads == 0  # tune times with its own clock, not the plan's measurement
+    assert plan.explain(src).measurement is None
+    if algorithm == "direct":
+        assert plan.algorithm_for(src) == "direct"
+        assert "forced by algorithm='direct'" in str(plan.explain(src))
+    convlab.clear_tune_cache()
+
+
+@pytest.mark.parametrize("bad", ["fast", "Measure", "", None, 1])
+def test_choose_is_validated_at_construction(rng, bad):
+    _, weights, bias = _tensors(rng)
+    with pytest.raises(ValueError, match=r"choose=.*expected one of \['measure', 'estimate'\]"):
+        convlab.Convolution(weights, bias, choose=bad)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_the_first_call_returns_the_measured_winners_result(rng, monkeypatch, clock,
+                                                           algorithm):
+    """Whichever registered algorithm wins the timing, the first call's result is that
+    algorithm's, correct, and the later calls repeat it."""
+    src, weights, bias = random_tensors(rng, batch=2, in_channels=5, out_channels=7, groups=1,
+                                        input_shape=(8, 7), kernel_shape=(3, 3),
+                                        dtype="float32", data_format="NXC",
+                                        weights_format="XIO", bias=True)
+    problem = problem_of(src, weights, bias, ATTRIBUTES)
+    contenders = [row.name for row in select.contenders(select.assess(problem, 2))]
+    if algorithm not in contenders:
+        pytest.skip(f"{algorithm} is not an auto contender on {problem.describe()}")
+    monkeypatch.setattr(cost_model, "measure_margin", lambda: float("inf"))
+    monkeypatch.setattr(measure, "MAX_CONTENDERS", len(contenders))
+    for name in contenders:  # the target runs in 1 ms of the fake clock, the others in 5 ms
+        original = registry.get_algorithm(name)
+
+        def run(*args, original=original, **kwargs):
+            original.run(*args, **kwargs)
+            clock.now += 1e-3 if original.name == algorithm else 5e-3
+
+        monkeypatch.setitem(registry._REGISTRY, name, dataclasses.replace(original, run=run))
+    plan = convlab.Convolution(weights, bias, threads=2, **ATTRIBUTES)
+    first = plan(src)
+    assert plan.algorithm_for(src) == algorithm
+    assert set(plan.explain(src).measurement.seconds) == set(contenders)
+    assert_matches_reference(first, src, weights, bias, ATTRIBUTES, algorithm)
+    np.testing.assert_array_equal(plan(src), first)
+    np.testing.assert_array_equal(
+        first, convlab.convolve(src, weights, bias, algorithm=algorithm, threads=2,
+                                **ATTRIBUTES))
+
+
+def test_concurrent_first_calls_measure_once_and_agree(rng, monkeypatch):
+    src, weights, bias = random_tensors(rng, batch=2, in_channels=16, out_channels=16,
+                                        groups=1, input_shape=(12, 12), kernel_shape=(3, 3),
+                                        dtype="float32", data_format="NXC",
+                                        weights_format="XIO", bias=True)
+    monkeypatch.setattr(cost_model, "measure_margin", lambda: float("inf"))
+    measured = []
+    real_measure = measure.measure
+
+    def counting_measure(*args, **kwargs):
+        measured.append(threading.get_ident())
+        return real_measure(*args, **kwargs)
+
+    monkeypatch.setattr(measure, "measure", counting_measure)
+    plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+    results, errors = [None] * 8, []
+    start = threading.Barrier(8)
+
+    def worker(index):
+        try:
+            start.wait()
+            results[index] = [plan(src) for _ in range(3)]
+        except Exception as exc:  # reported below: a thread's exception is otherwise lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert len(measured) == 1
+    chosen = plan.algorithm_for(src)
+    expected = convlab.convolve(src, weights, bias, algorithm=chosen, **ATTRIBUTES)
+    for outputs in results:
+        for dst in outputs:
+            np.testing.assert_array_equal(dst, expected)
+
+
+def test_each_shape_and_thread_count_is_measured_once(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng, batch=2)
+    with fake_algorithms(clock, [(1.0e-9, 2e-3), (1.2e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        for _ in range(3):
+            plan(src)
+            plan(src[:1])
+        per_shape = 1 + measure.TIMED_RUNS
+        assert counts["runs"][names[0]] == 2 * per_shape
+        assert counts["runs"][names[1]] == 2 * per_shape + 6
+
+
+def test_algorithm_for_a_shape_measures_on_zeros(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    with fake_algorithms(clock, [(1.0e-9, 2e-3), (1.2e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        described = type("Described", (), {"shape": src.shape, "dtype": src.dtype})()
+        assert plan.algorithm_for(described) == names[1]
+        result = plan(src)  # the choice is made; this call only runs it
+        assert counts["runs"][names[1]] == 2 + measure.TIMED_RUNS
+        assert_matches_reference(result, src, weights, bias, ATTRIBUTES, names[1])
