@@ -307,12 +307,10 @@ def test_prepared_weights_serve_many_inputs(rng, algorithm):
 @pytest.mark.parametrize("algorithm", VARIANTS)
 def test_fused_first_run_equals_later_runs(rng, monkeypatch, request, algorithm, case, dtype,
                                            threads):
-    """A first run transforms the weights a row of positions at a time inside the GEMM
-    stage (8 threads: rows split between threads); later runs of the same prepared weights
-    use the stored U. Same arithmetic, same bits."""
-    # these float64 filters are a little over the default limit; the kernel fuses every
-    # tile size, whichever the strategy lets it
-    monkeypatch.setattr(winograd, "FUSED_MAX_FILTER_BYTES", 2 * 2**20)
+    """A first run transforms the weights inside the GEMM stage, a row of positions for a
+    block of output channels at a time (8 threads: the rows split between threads); later
+    runs of the same prepared weights use the stored U. Same arithmetic, same bits."""
+    # the kernel fuses every tile size, whichever the strategy lets it
     monkeypatch.setattr(winograd, "FUSED_TILE_SIZES", winograd.TILE_SIZES)
     winograd._blocking.cache_clear()  # blockings count the fused slices
     request.addfinalizer(winograd._blocking.cache_clear)

@@ -162,7 +162,7 @@ def rows_capacity(Py_ssize_t rows, int level):
     level, the last one the smallest kernel that covers what is left (see wg_gemm)."""
     cdef Py_ssize_t mr = wg_gemm_mr(level), left = rows % mr
     cdef Py_ssize_t last = 0
-    heights = {2: (4, 8), 1: (3,)}.get(level, (1,))
+    heights = {2: (4, 8), 1: (3, 4)}.get(level, (1,))
     if left:
         last = mr
         for height in heights:

@@ -1,7 +1,8 @@
 /* The elementwise stage's GEMM micro-kernel for one real type, one instruction set and one
  * micro-tile height: included by winograd_template.h with WG_REAL, WG_SUFFIX, WG_ISA (a
  * name), WG_ISA_ATTR (a GCC target attribute, or nothing), WG_ISA_BYTES (the vector width
- * used) and WG_MR (rows per micro-tile) defined.
+ * of the panel's layout), WG_ISA_REGISTER_BYTES (the width computed with, a divisor of
+ * WG_ISA_BYTES: a register of the level) and WG_MR (rows per micro-tile) defined.
  *
  *     C[WG_MR x 2 vectors] = A[WG_MR x k] @ panel[k x 2 vectors]
  *
@@ -18,29 +19,35 @@ static WG_ISA_ATTR __attribute__((noinline)) void WG_G(wg_micro)(
     Py_ssize_t k, const WG_REAL *A, Py_ssize_t lda, const WG_REAL *panel, WG_REAL *C,
     Py_ssize_t ldc)
 {
-    typedef WG_REAL vec __attribute__((vector_size(WG_ISA_BYTES), aligned(sizeof(WG_REAL))));
-    enum { L = WG_ISA_BYTES / sizeof(WG_REAL) };
-    vec acc0[WG_MR], acc1[WG_MR];
+    /* a row of the panel: V registers of L elements (two layout vectors) */
+    typedef WG_REAL vec __attribute__((vector_size(WG_ISA_REGISTER_BYTES),
+                                       aligned(sizeof(WG_REAL))));
+    enum { L = WG_ISA_REGISTER_BYTES / sizeof(WG_REAL),
+           V = 2 * WG_ISA_BYTES / WG_ISA_REGISTER_BYTES };
+    vec acc[WG_MR][V];
 #pragma GCC unroll 16
-    for (int r = 0; r < WG_MR; r++) {
-        acc0[r] = (vec){0};
-        acc1[r] = (vec){0};
-    }
+    for (int r = 0; r < WG_MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++)
+            acc[r][v] = (vec){0};
     for (Py_ssize_t kk = 0; kk < k; kk++) {
-        const vec b0 = *(const vec *)(panel + kk * 2 * L);
-        const vec b1 = *(const vec *)(panel + kk * 2 * L + L);
+        vec b[V];
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++)
+            b[v] = *(const vec *)(panel + (kk * V + v) * L);
 #pragma GCC unroll 16
         for (int r = 0; r < WG_MR; r++) {
             const WG_REAL s = A[r * lda + kk];
-            acc0[r] += s * b0;
-            acc1[r] += s * b1;
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                acc[r][v] += s * b[v];
         }
     }
 #pragma GCC unroll 16
-    for (int r = 0; r < WG_MR; r++) {
-        *(vec *)(C + r * ldc) = acc0[r];
-        *(vec *)(C + r * ldc + L) = acc1[r];
-    }
+    for (int r = 0; r < WG_MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++)
+            *(vec *)(C + r * ldc + v * L) = acc[r][v];
 }
 
 #undef WG_G

@@ -92,28 +92,17 @@ SHARED_MAX_TILES_2D = 256
 TRANSFORM_BUFFER_ELEMENTS = 4096
 CHANNEL_ALIGN = 16
 
-# A group's 3x3 filter up to this size is transformed inside the GEMM stage on a first
-# run (see fused_weights), whatever the block's tiles.
-FUSED_MAX_FILTER_BYTES = 1 * 2**20
-# A larger filter is, when a block has at most this many tiles per output channel (of a
-# group). A fused run reads each block's V once per block of panels, an unfused one writes
-# and reads U (alpha^2 x ICg x OCg): the first costs less while the tiles are few against
-# OC/G. One-shot time fused / unfused, one thread at AVX2, over 11 VGG-19 and ResNet-50
-# layers' 1-2 MB filters: 0.40-0.83 at 4-54 tiles (res5a_branch2b, res4a_branch2b, conv5_1,
-# conv4_1, conv4_2 F(4), F(6)), 0.90-1.01 at 100-196 tiles against 256-512 channels, 1.03-
-# 1.16 at 196-392 tiles against 256 (conv3_1 F(2), conv3_2 F(2), F(4))
-# (bench/results/winograd_oneshot_2026-11-25_epyc-zen4-avx2.txt).
+# A first run transforms the weights inside the GEMM stage (see fused_weights) when a
+# block has at most this many tiles per output channel (of a group). A fused run reads
+# the block's V once per block of output channels, an unfused one writes U (alpha^2 x ICg
+# x OCg) and reads it back: the first costs less while the tiles are few against OC/G
+# (fused / unfused one-shot time 0.35-0.96 at 4-54 tiles against 128-512 channels, 1.05-
+# 1.9 at 100-392 tiles against 128-256: bench/results/
+# winograd_oneshot_2026-11-25_epyc-zen4-avx2.txt).
 FUSED_MAX_TILES_PER_CHANNEL = 0.5
-# The tile sizes whose first runs fuse: all. Fused against unfused one-shot time over the
-# fusable ResNet-50/GoogLeNet/VGG-19 layers at 2 threads, geo-mean: F(2) 1.17x faster,
-# F(4) 1.07x, F(6) 1.00x (F(4) and F(6) 0.85-0.95x on the 14x14 layers, 1.0-1.3x on the
-# 28x28 ones). In the development machine's slow spells, when data that one thread writes
-# and the other reads costs 2-4x as much, unfused F(6) took 2.6-2.8x as long as fused on
-# the three fusable 14x14 layers timed: fused runs keep each thread's U slices in its own
-# cache (bench/results/fused_weights_s11.txt; before the 28x28 layers shared blocks:
-# F(4) 0.97x, F(6) 0.95x, bench/results/fused_weights_s10.txt). Filters over
-# FUSED_MAX_FILTER_BYTES stay unfused: fused F(4) took 1.09x as long on ten such layers
-# (bench/results/fused_max_filter_s11.txt).
+# The tile sizes whose first runs may fuse: all. Fused runs keep each thread's U slices in
+# its own cache, which matters most when data one thread writes and the other reads is
+# slow (bench/results/fused_weights_s11.txt, fused_weights_s10.txt).
 FUSED_TILE_SIZES = (2, 4, 6)
 # A fused run's item (a row of positions for a block of panels of output channels) keeps
 # its part of the filter and its U slices within this many bytes, for its consecutive rows
@@ -560,18 +549,14 @@ def fused_weights(m: int, problem, b: Blocking) -> bool:
     """Whether a first run computes U inside the GEMM stage, a row of positions for a
     block of output channels at a time (``_winograd.conv_winograd`` with U None).
 
-    One-shot calls (``convolve``) then never write U to memory and read it back: the
-    weight transform of res3a (2.4 MB of U) took 0.17 ms of a 1 ms call that way, and
-    res5a_branch2b's F(4) one-shot call (37.7 MB of U) took half as long as unfused. It
-    pays for shared blocks whose filter fits FUSED_MAX_FILTER_BYTES or whose tiles are
-    few against the output channels (FUSED_MAX_TILES_PER_CHANNEL), where the register
-    path applies (2-D, whole vectors of output channels) and the tile is one of
-    FUSED_TILE_SIZES.
+    One-shot calls (``convolve``) then never write U to memory and read it back:
+    res5a_branch2b's F(4) one-shot call (37.7 MB of U) took a third as long as unfused.
+    It pays for shared blocks whose tiles are few against the output channels
+    (FUSED_MAX_TILES_PER_CHANNEL), where the register path applies (2-D, whole vectors of
+    output channels) and the tile is one of FUSED_TILE_SIZES.
     """
-    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
-    return b.shared and _fusable(m, problem) and (
-        9 * icg * ocg * problem.dtype.itemsize <= FUSED_MAX_FILTER_BYTES
-        or b.block <= FUSED_MAX_TILES_PER_CHANNEL * ocg)
+    return (b.shared and _fusable(m, problem)
+            and b.block <= FUSED_MAX_TILES_PER_CHANNEL * problem.out_channels_per_group)
 
 
 def _splits_by_position(problem) -> bool:
