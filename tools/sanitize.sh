@@ -115,8 +115,11 @@ echo "== correctness tests: ${tests[*]}"
 tail -3 "$log"
 if [ -f tests/test_fuzz_entry_points.py ]; then
     echo "== fuzz tests, Hypothesis profile '$profile'"
+    # the statistics give the number of examples each test ran
     HYPOTHESIS_PROFILE=$profile "$python" -m pytest "${pytest_args[@]}" \
-        tests/test_fuzz_entry_points.py >>"$log" 2>&1 || status=$?
+        --hypothesis-show-statistics tests/test_fuzz_entry_points.py >>"$log" 2>&1 \
+        || status=$?
+    grep -E "passing examples" "$log" | awk '{n += $2} END {print "   " n " passing examples"}' || true
     tail -3 "$log"
 else
     echo "== no tests/test_fuzz_entry_points.py: fuzz tests skipped"
