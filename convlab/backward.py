@@ -27,7 +27,7 @@ import numpy as np
 
 from convlab import params, transpose
 from convlab.params import ConvProblem
-from convlab.threads import effective_threads
+from convlab.threads import blas_limit, effective_threads
 
 _FORWARD_TO_TRANSPOSED = {"OIX": "IOX", "XIO": "XOI"}
 
@@ -158,9 +158,7 @@ def convolve_backward_weights(src, diff_dst, weights_shape: Sequence[int], *,
     n_threads = effective_threads(threads)
     if threads is None:
         return _backward_weights(problem, src, diff_dst)
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=n_threads, user_api="blas"):
+    with blas_limit(n_threads):
         return _backward_weights(problem, src, diff_dst)
 
 

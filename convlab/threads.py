@@ -118,3 +118,19 @@ def effective_threads(threads=None) -> int:
         raise ValueError(f"threads={threads} is more than the kernels take; expected at most "
                          f"{MAX_THREADS} (more threads than work items are never started)")
     return threads
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def blas_limit(threads: int):
+    """A context manager holding every loaded BLAS at ``threads`` threads.
+
+    The libraries are found once per process: a ThreadpoolController scans every loaded
+    library, which takes milliseconds, while limiting the ones it found is a C call each.
+    """
+    return _blas_controller().limit(limits=threads, user_api="blas")

@@ -32,7 +32,7 @@ import numpy as np
 
 from convlab import params
 from convlab.params import IntOrSeq
-from convlab.threads import effective_threads
+from convlab.threads import blas_limit, effective_threads
 
 TRANSPOSE_WEIGHTS_FORMATS = ("IOX", "XOI")
 COL2IM = "col2im"
@@ -455,8 +455,6 @@ def execute(problem: TransposeProblem, src, grouped, bias, algorithm, threads,
     if chosen == COL2IM:
         if threads is None:
             return _user_dst(run_col2im(problem, src, grouped, bias), problem)
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=effective_threads(threads), user_api="blas"):
+        with blas_limit(effective_threads(threads)):
             return _user_dst(run_col2im(problem, src, grouped, bias), problem)
     return run_forward(problem, src, grouped, bias, chosen, threads, precision)

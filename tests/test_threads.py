@@ -164,3 +164,18 @@ def test_core_round_trip_is_measured_or_declined():
     for bad in (dict(rounds=0), dict(tries=0)):
         with pytest.raises(ValueError, match="must be >= 1"):
             _runtime.core_round_trip(**bad)
+
+
+def test_blas_limit_holds_every_blas_at_the_count_and_restores_it():
+    from threadpoolctl import threadpool_info
+
+    from convlab.threads import blas_limit
+
+    def blas_counts():
+        return [info["num_threads"] for info in threadpool_info()
+                if info["user_api"] == "blas"]
+
+    before = blas_counts()
+    with blas_limit(1):
+        assert all(count == 1 for count in blas_counts())
+    assert blas_counts() == before
