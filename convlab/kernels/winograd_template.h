@@ -246,9 +246,10 @@ static inline __attribute__((always_inline)) void WG_FN(wg_input_generic)(
             }
             if (x_lo > 0)
                 memset(row, 0, (size_t)(x_lo * cc) * sizeof(WG_REAL));
-            const WG_REAL *line = base + ((y0 * I1 + y1) * I2 + s2) * IC;
+            /* the line's first pixel, not the tile's: s2 may lie in the padding */
+            const WG_REAL *line = base + (y0 * I1 + y1) * I2 * IC;
             for (Py_ssize_t i2 = x_lo; i2 < x_hi; i2++)
-                memcpy(row + i2 * cc, line + i2 * IC, (size_t)cc * sizeof(WG_REAL));
+                memcpy(row + i2 * cc, line + (s2 + i2) * IC, (size_t)cc * sizeof(WG_REAL));
             if (x_hi < a2)
                 memset(row + x_hi * cc, 0, (size_t)((a2 - x_hi) * cc) * sizeof(WG_REAL));
         }
@@ -300,18 +301,22 @@ WG_PER_LEVEL void WG_FN(wg_input_tiles_body)(
         const int inside = s1 >= 0 && s1 + a2 <= I1 && s2 >= 0 && s2 + a2 <= I2;
         const Py_ssize_t y_lo = s1 < 0 ? -s1 : 0, y_hi = (I1 - s1) < a2 ? (I1 - s1) : a2;
         const Py_ssize_t x_lo = s2 < 0 ? -s2 : 0, x_hi = (I2 - s2) < a2 ? (I2 - s2) : a2;
-        const WG_REAL *tile = src + ((n * I0 * I1 + s1) * I2 + s2) * IC + g * ICg;
+        /* element (y, x) of image n, channel g * ICg; only formed for (y, x) inside the
+         * image, since a pointer into the padding would lie outside src */
+#define WG_PIXEL(y, x) (src + ((n * I0 * I1 + (y)) * I2 + (x)) * IC + g * ICg)
         for (Py_ssize_t c = 0; c < ICg; c += WG_VL) {
             const Py_ssize_t lanes = (ICg - c) < WG_VL ? (ICg - c) : WG_VL;
-            const WG_REAL *base = tile + c;
+            const WG_REAL *base = buf_a;
             Py_ssize_t ys = I2 * IC, xs = IC;
-            if (!inside || lanes < WG_VL) {
+            if (inside && lanes == WG_VL) {
+                base = WG_PIXEL(s1, s2) + c;
+            } else {
                 /* a tile reaching into the padding, or the last few channels: gather it
                  * with zeros around and in the unused lanes */
                 memset(buf_a, 0, (size_t)(a2 * a2 * WG_VL) * sizeof(WG_REAL));
                 for (Py_ssize_t i = y_lo; i < y_hi; i++)
                     for (Py_ssize_t j = x_lo; j < x_hi; j++)
-                        memcpy(buf_a + (i * a2 + j) * WG_VL, base + i * I2 * IC + j * IC,
+                        memcpy(buf_a + (i * a2 + j) * WG_VL, WG_PIXEL(s1 + i, s2 + j) + c,
                                (size_t)lanes * sizeof(WG_REAL));
                 base = buf_a;
                 ys = a2 * WG_VL;
@@ -330,6 +335,7 @@ WG_PER_LEVEL void WG_FN(wg_input_tiles_body)(
                     memcpy(row + c + pos * pos_stride, buf_b + pos * WG_VL,
                            (size_t)lanes * sizeof(WG_REAL));
         }
+#undef WG_PIXEL
     }
 }
 
