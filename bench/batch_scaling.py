@@ -8,8 +8,8 @@ drifts between runs minutes apart, and that drift would fall on one batch only):
 
 or from ``python -m convlab bench --csv`` runs of one suite at two batch sizes:
 
-    python bench/batch_scaling.py --small bench/results/resnet_50_s4_run*.csv \
-        --large bench/results/resnet_50_mb8_s4_run*.csv [--contender auto]
+    python bench/batch_scaling.py --small bench/results/<suite>_run*.csv \
+        --large bench/results/<suite>_mb8_run*.csv [--contender auto]
 
 Per layer it prints the median time at each batch and their ratio against the batch
 ratio, which the [selection] acceptance list takes as the bound (8x for batch 8 over

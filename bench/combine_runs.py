@@ -1,7 +1,7 @@
 """Combine several benchmark runs of one suite into per-layer medians, and the figures the
 acceptance lists ask for.
 
-    python bench/combine_runs.py bench/results/resnet_50_s3_run*.csv
+    python bench/combine_runs.py bench/results/resnet_50_2026-11-25_epyc_9b9c231_run*.csv
 
 Each CSV is one ``python -m convlab bench ... --csv`` run. A single run's ratios move by
 up to about 1.3x from run to run on this 2-core machine (other processes, frequency,

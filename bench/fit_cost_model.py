@@ -2,7 +2,8 @@
 
     python bench/fit_cost_model.py --design-budget 300 --threads 1,2 --write
     python bench/fit_cost_model.py --threads 1,2 --csv bench/results/cost_timings.csv --write
-    python bench/fit_cost_model.py --from-csv bench/results/cost_timings.csv   # refit only
+    # refit stored timings only:
+    python bench/fit_cost_model.py --from-csv bench/results/design_timings_avx2_run2.csv
 
 Each algorithm's ``cost`` hook counts the work of a run as named terms (see
 ``convlab/cost_model.py``); the estimate is the sum of terms times per-term constants.

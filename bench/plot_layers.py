@@ -1,7 +1,7 @@
 """Per-layer bar charts from ``python -m convlab bench --csv`` files.
 
-    python bench/plot_layers.py bench/results/resnet_50.csv bench/results/vgg_19.csv \
-        --out bench/results/layers.png
+    python bench/plot_layers.py bench/results/resnet_50_2026-11-25_epyc_9b9c231_run1.csv \
+        bench/results/vgg_19_2026-11-25_epyc_9b9c231_run1.csv --out bench/results/layers.png
 
 One panel per CSV (suite): for every layer, a bar per contender with its GFLOP/s, so where
 each algorithm wins, and by how much against PyTorch and ONNX Runtime, is visible at once.

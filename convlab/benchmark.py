@@ -759,8 +759,8 @@ def _best_family_ratio(contenders, prefix) -> Optional[float]:
 # "GEMM-bound layers", whose im2col rate is held against NumPy's
 # matmul: a GEMM of at least this many flops, 50 us at the ~200 GFLOP/s of the development
 # machine, about three times the 18 us a one-shot convolve spends around its kernel
-# (bench/results/overhead_s10.txt). Below it the call, not the GEMM, sets the pace: on
-# GoogLeNet's loss2/conv (1 MFLOP) the matmul alone takes 10 us.
+# (bench/results/overhead_2026-11-25_1063cac.txt). Below it the call, not the GEMM, sets
+# the pace: on GoogLeNet's loss2/conv (1 MFLOP) the matmul alone takes 10 us.
 GEMM_BOUND_MIN_FLOPS = 10_000_000
 
 

@@ -26,7 +26,8 @@ the others by that fraction to be picked. Only im2col has one. Where its estimat
 out a little below direct's, direct was mostly the faster of the two when measured (46
 of 56 timings with im2col estimated 0-10% cheaper, on the AVX-512 machine of the shipped
 avx512 set). The fit picks the margin with the lowest in-sample regret: 9% took the
-geo-mean regret over its 385 timings from 1.035 to 1.028 (bench/results/cost_fit_s11.txt).
+geo-mean regret over its 385 timings from 1.035 to 1.028
+(bench/results/cost_fit_2026-11-25_epyc_808f0fe.txt).
 """
 from __future__ import annotations
 

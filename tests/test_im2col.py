@@ -367,7 +367,7 @@ def test_cost_model_orders_im2col_and_direct_where_every_bench_run_agrees():
     im2col a depthwise layer is G GEMMs of one column each. (It also held im2col ahead on
     the 1x1 res2a_branch1 until direct's input-channel passes grew; runs on an AMD EPYC
     with them time the two alike: 0.56-0.70 against 0.60-0.64 ms,
-    bench/results/cost_timings_s6_run*.csv.)"""
+    bench/results/cost_timings_2026-11-24_epyc_db29019_run*.csv.)"""
     im2col_cost, direct_cost = get_algorithm("im2col").cost, get_algorithm("direct").cost
     depthwise = convlab.make_problem((1, 112, 112, 32), np.float32, (3, 3, 1, 32), np.float32,
                                      groups=32, pads_begin=1, pads_end=1)

@@ -91,7 +91,8 @@ def fit(timings: Iterable[Timing],
     Groups weigh the same, whatever their number of timings: with a weight per timing,
     GoogLeNet's and the dilated suite's 40 layers each outweighed ResNet-50 at batch 8,
     and the pick there regretted 1.067 in-sample on the suites' timings (1.040 with the
-    suites weighed alike; all cases 1.046 against 1.037; bench/results/cost_fit_s11.txt).
+    suites weighed alike; all cases 1.046 against 1.037;
+    bench/results/cost_fit_2026-11-25_epyc_808f0fe.txt).
 
     ``fallback`` (a set's ``constants``) gives the constant of a term that no timing
     counts; without it such a term gets 0."""

@@ -602,8 +602,8 @@ def transform_weights(const real[:, :, :, :, :, ::1] weights, const real[:, ::1]
     By position, each of ``threads`` threads writes the U planes that it multiplies in
     the shared run that follows with as many threads (conv_winograd), so no plane passes
     from one core's cache to another's: where that exchange is slow (a VM whose two vCPUs
-    share no cache, bench/results/weights_by_position_s12.txt), the weight transform was
-    what slowed most.
+    share no cache, bench/results/weights_by_position_2026-11-25_epyc-zen4.txt), the
+    weight transform was what slowed most.
 
     weights (G, K0, K1, K2, ICg, OCg) canonical and lifted; ``g*`` are (alpha, K) per
     axis; U (G, P, plane), plane = position_stride(panels * ICg * nr): (pos, ic, oc) at

@@ -255,7 +255,7 @@ static ptrdiff_t cl_pass_min_channels = 64;
  * which do not first read into the cache the lines they overwrite. A smaller dst fits in
  * L2 (1 MiB per core on the CPU it was measured on), where the next layer may find it. On
  * an AMD EPYC (Zen 4), direct's kernel alone, 2 threads (bench/direct_tiling.py;
- * bench/results/direct_streaming_s7_*.txt), geo-mean speed-up over never streaming:
+ * bench/results/direct_streaming_2026-11-24_epyc_*.txt), geo-mean speed-up over never streaming:
  * ResNet-50 at batch 8 1.074 (from 1 MiB), 1.051 (from 4 MiB), 1.074 (always); at batch 1
  * 0.999, 0.995, 1.007, i.e. noise; VGG-19 1.015 and GoogLeNet-v2 1.010 (from 4 MiB). Two
  * ResNet-50 bottleneck blocks run as one chain (each layer reading the last one's dst)
@@ -269,8 +269,8 @@ static ptrdiff_t cl_stream_min_bytes = 1024 * 1024;
  * would keep it between calls, and the hardware prefetchers, which stop at page
  * boundaries and see P interleaved streams, left the kernel waiting on it. On an AMD
  * EPYC (Zen 4), direct's kernel alone, 2 threads, ResNet-50 at batch 8
- * (bench/direct_tiling.py; bench/results/direct_prefetch_s8_resnet_50_mb8.txt), speed-up
- * over never prefetching: res2b_branch2a (src 25.7 MB) 1.12, res3a_branch2a 1.06,
+ * (bench/direct_tiling.py; bench/results/direct_prefetch_2026-11-24_epyc_resnet_50_mb8.txt),
+ * speed-up over never prefetching: res2b_branch2a (src 25.7 MB) 1.12, res3a_branch2a 1.06,
  * res3a_branch1 1.03, the other layers 0.99-1.01. Prefetching every 1x1 src lost 1% on
  * the 6.4 MB ones (res2a_branch1, res5a_branch1) and gained nothing at batch 1, where src
  * stays in L3. A variable so that experiments can vary it (_direct.set_prefetch). */
@@ -344,7 +344,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * slower, on an Intel machine): on an AMD EPYC (Zen 4, 32 KiB L1d, 1 MiB L2 per
          * core), direct's kernel on prepared weights, 2
          * threads (bench/direct_tiling.py, then named direct_pass_size.py;
-         * bench/results/direct_pass_size_s6_*.txt), geo-mean over 32 KiB: ResNet-50
+         * bench/results/direct_pass_size_2026-11-24_epyc_*.txt), geo-mean over 32 KiB: ResNet-50
          * 1.053 (1x1 layers 1.04-1.17), GoogLeNet-v2 1.098, 1d 1.036, VGG-19 and
          * dilated 1.006, ResNet-50 at mb8 1.048; an earlier run of the same kind on
          * 3d_unet: 1.00. 1 MiB measured about the same as 256 KiB, which leaves more

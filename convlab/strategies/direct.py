@@ -29,7 +29,7 @@ KERNEL_RANK = 3
 # short, and each pass's weights are copied once per run rather than once per image. On
 # an AMD EPYC (Zen 4), direct at batch 8, 2 threads, time with / without (python
 # bench/ab_constant.py convlab.strategies.direct BATCH_AS_DEPTH False True --algorithm
-# direct --mb 8 ...; bench/results/batch_as_depth_s12.txt): res5a_branch1 0.90,
+# direct --mb 8 ...; bench/results/batch_as_depth_2026-11-25_epyc-zen4.txt): res5a_branch1 0.90,
 # res5a_branch2b 0.93, res4a_branch1 0.97, the other ResNet-50 layers 0.995-1.01. A
 # switch so that the experiment can be repeated.
 BATCH_AS_DEPTH = True

@@ -171,9 +171,9 @@ MIN_GEMM_ROWS = 256
 # convlab.kernels._runtime.core_round_trip does). Split by rows, each thread multiplies the
 # rows it unfolded. On an AMD EPYC (Zen 4),
 # im2col one-shot at 2 threads, time with 64 / with 256 over the 19 layers it changes
-# (bench/ab_constant.py; bench/results/panel_gemm_rows_s12.txt): geo-mean 0.91, GoogLeNet's
-# 14x14 3x3 layers 0.88-0.94 (28x28 ones 0.55-0.66), res4a_branch1 1.08; 16 instead of 64
-# lost 1% over the 28 layers that changes (7x7 layers 1.03-1.13).
+# (bench/ab_constant.py; bench/results/panel_gemm_rows_2026-11-25_epyc-zen4.txt): geo-mean
+# 0.91, GoogLeNet's 14x14 3x3 layers 0.88-0.94 (28x28 ones 0.55-0.66), res4a_branch1 1.08;
+# 16 instead of 64 lost 1% over the 28 layers that changes (7x7 layers 1.03-1.13).
 MIN_PANEL_GEMM_ROWS = 64
 # Rows per chunk when a row is too wide for the workspace and the reduction is split.
 REDUCTION_ROWS = 64
@@ -203,7 +203,7 @@ SMALL_GEMM_MIN_ROWS = 64
 # rows a slab would read from the padding, when that saves at least this share of the
 # GEMM. `python bench/ab_constant.py convlab.strategies.im2col TAP_SLAB_MIN_SAVING 2.0 0.0
 # --algorithm im2col --layers ...` on every layer of five suites that slabs would touch
-# (bench/results/tap_slabs_s10.txt), time with slabs / without: 7x7 3x3 layers (9.5%
+# (bench/results/tap_slabs_2026-11-25.txt), time with slabs / without: 7x7 3x3 layers (9.5%
 # saved) 0.87-0.96, 14x14 (4.8%) 0.94-1.00 but for one 1.12 that a rerun put at 0.97,
 # 1-D and dilated layers saving 9.5-27% 0.59-0.91 but for one 1.13; 28x28 (2.4%) 0.99,
 # 1-D layers saving 0.8-2.9% 1.01-1.39: three GEMM calls cost more than they save there.
@@ -538,7 +538,7 @@ def _supports(problem):
 # Read off single-thread OpenBLAS sgemm sweeps over ResNet-50 layer shapes at batch 1;
 # bench/fit_cost_model.py fits the rate itself and keeps this shape. A sweep refitting on
 # the same timings each time
-# (bench/results/gemm_half_rate_s12.txt), in-sample regret over all 385 timings / ResNet-50
+# (bench/results/gemm_half_rate_2026-11-25.txt), in-sample regret over all 385 timings / ResNet-50
 # at batch 8: 6: 1.025 / 1.020, 12: 1.023 / 1.003, 16: 1.020 / 1.014, 24: 1.021 / 1.017,
 # 48: 1.035 / 1.069. 24 and 16 had auto run im2col on 1x1 layers at batch 8 where direct
 # was 6-17% faster (res4a_branch2c, res5a_branch2c, res5b_branch2a); 12 did not.
@@ -585,8 +585,8 @@ def cost_terms(problem, threads) -> dict:
     # A strided 1x1's GEMM on its gathered rows runs at its own rate: with the shared
     # constant the model put it 13-20% faster than measured at batch 8 (res3a_branch1,
     # res4a_branch1, res5a_branch1: 6.9 ms estimated, 8.4-8.6 ms measured;
-    # bench/results/cost_timings_mb8_s12_run*.csv), so auto chose it over direct, which
-    # was 10% faster there, as on most gathered layers at batch 1.
+    # bench/results/cost_timings_mb8_2026-11-25_86fe200_run*.csv), so auto chose it over
+    # direct, which was 10% faster there, as on most gathered layers at batch 1.
     terms["gather_gemm_flops"] = terms["gemm_flops"] if p.path == PATH_GATHER else 0.0
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
                "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,

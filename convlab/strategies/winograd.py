@@ -75,7 +75,7 @@ SHARED_MIN_SLICE_BYTES = 64 * 2**10
 # 0.21 ms, now faster than direct), F(4) 0.81-1.18 and F(6) 0.74-1.31, and 3-D and 1-D
 # F(2) 0.98-3.3 (`python bench/ab_constant.py convlab.strategies.winograd
 # SHARED_MIN_SLICE_BYTES 65536 0 --algorithm winogradM ...`,
-# bench/results/shared_blocks_s10.txt).
+# bench/results/shared_blocks_2026-11-25.txt).
 SHARED_MIN_SLICE_BYTES_2D_F2 = 0
 # Ungrouped 2-D runs of more than one per-thread block but at most this many tiles
 # (small images: GoogLeNet's 28x28 and ResNet's 56x56 layers at batch 1) share blocks below
@@ -84,7 +84,7 @@ SHARED_MIN_SLICE_BYTES_2D_F2 = 0
 # shared / per-thread, on the five such ResNet-50/GoogLeNet layers: F(4) 0.75-0.97
 # (geo-mean 0.89-0.91 in two runs), F(6) 0.85-0.97; on the 16-tile (one block) 14x14
 # layers 0.74-1.17 and on VGG-19 conv2_1 (784 tiles) 1.04-1.06, which keep per-thread
-# blocks (bench/results/shared_tiles_s11.txt, bench/results/shared_blocks_s10.txt).
+# blocks (bench/results/shared_tiles_2026-11-25.txt, bench/results/shared_blocks_2026-11-25.txt).
 SHARED_MAX_TILES_2D = 256
 
 # One tile's transform buffer holds P * channel_chunk elements; this many keeps the two
@@ -102,7 +102,7 @@ CHANNEL_ALIGN = 16
 FUSED_MAX_TILES_PER_CHANNEL = 0.5
 # The tile sizes whose first runs may fuse: all. Fused runs keep each thread's U slices in
 # its own cache, which matters most when data one thread writes and the other reads is
-# slow (bench/results/fused_weights_s11.txt, fused_weights_s10.txt).
+# slow (bench/results/fused_weights_2026-11-25_0a46b61.txt, fused_weights_2026-11-25_5eba809.txt).
 FUSED_TILE_SIZES = (2, 4, 6)
 # A fused run's item (a row of positions for a block of panels of output channels) keeps
 # its part of the filter and its U slices within this many bytes, for its consecutive rows
@@ -112,10 +112,10 @@ FUSED_ITEM_BYTES = 192 * 2**10
 # writes the U planes it multiplies) rather than input channels (_splits_by_position).
 # One-shot time, by position / by channel, 2 threads, geo-mean over res4a_branch2b, VGG-19
 # conv5_1, GoogLeNet-v2 inception_4d/double3x3b and 4e/double3x3a (bench/ab_constant.py,
-# bench/results/weights_by_position_s12.txt): F(2) 0.75, F(4) 0.96, F(6) 1.05. The gains
-# are largest in the slow spells (F(2) on inception_4e/double3x3a 1.21 ms -> 0.69 ms),
-# where passing U between the cores was the slow part; each thread reading the whole
-# filter costs up to 5-9% on quiet runs with large filters.
+# bench/results/weights_by_position_2026-11-25_epyc-zen4.txt): F(2) 0.75, F(4) 0.96,
+# F(6) 1.05. The gains are largest in the slow spells (F(2) on inception_4e/double3x3a
+# 1.21 ms -> 0.69 ms), where passing U between the cores was the slow part; each thread
+# reading the whole filter costs up to 5-9% on quiet runs with large filters.
 BY_POSITION = True
 
 # Fewer multiply-adds than this per thread and a parallel region costs more than it
@@ -703,7 +703,7 @@ def cost_terms(m: int, problem, threads) -> tuple:
                                              else 0.0)
     # The 3-D weight transform scatters each filter over alpha^3 planes of U: on 3d_unet
     # conv_7 (13x13x12, 256 channels) it took 22 ms of F(4)'s 29 ms one-shot call, 9x its
-    # 2-D rate per multiply-add (bench/results/cost_timings_s7_run*.csv).
+    # 2-D rate per multiply-add (bench/results/cost_timings_2026-11-24_epyc_229b174_run*.csv).
     terms["weight_transform_flops_3d"] = (terms["weight_transform_flops"]
                                           if problem.rank == 3 else 0.0)
     measured = MEASURED_RELATIVE_ERROR_BY_RANK[f"winograd{m}"]
