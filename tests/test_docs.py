@@ -17,12 +17,14 @@ README = ROOT / "README.md"
 README_MAX_LINES = 150
 
 # Where code, tests, benchmarks and notebooks cite the docs.
-CITING_DIRS = ("convlab", "tests", "bench", "tutorials", "fuzz", "tools", ".ci")
-CITING_SUFFIXES = {".py", ".pyx", ".pxd", ".h", ".c", ".md", ".ipynb", ".sh", ".txt", ""}
+CITING_DIRS = ("convlab", "tests", "bench", "tutorials", "fuzz", "tools", ".ci/run")
+CITING_SUFFIXES = {".py", ".pyx", ".pxd", ".h", ".c", ".md", ".ipynb", ".sh", ".txt"}
 
 # "docs/specification.md §3.4", also lists: "docs/specification.md §2.5, §2.6 and §1.1"
 CITATION = re.compile(r"docs/([\w.-]+?\.md)((?:(?:\s*,\s*|\s+and\s+|\s+)§\d+(?:\.\d+)*)*)")
 SECTION = re.compile(r"§(\d+(?:\.\d+)*)")
+# "docs/selection.md, "Plans"": a section cited by its title
+TITLED_CITATION = re.compile(r'docs/([\w.-]+?\.md),\s*"([^"\n]+)"')
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 NUMBERED_HEADING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s")
 # [text](target) in Markdown, not images' own syntax or code spans
@@ -36,8 +38,9 @@ def citing_files():
             yield base
             continue
         for path in sorted(base.rglob("*")):
-            if path.is_file() and path.suffix in CITING_SUFFIXES \
-                    and ".ipynb_checkpoints" not in path.parts:
+            generated = path.suffix == ".c" and path.with_suffix(".pyx").exists()  # Cython's
+            if path.is_file() and path.suffix in CITING_SUFFIXES and not generated \
+                    and not {".ipynb_checkpoints", "results"} & set(path.parts):
                 yield path
     yield README
 
@@ -90,6 +93,11 @@ def test_every_docs_citation_names_a_page_and_section_that_exist():
                 if section not in numbers:
                     problems.append(f"{where} §{section}: no such section "
                                     f"(sections: {sorted(numbers)})")
+        for match in TITLED_CITATION.finditer(text):
+            page = DOCS / match.group(1)
+            if page.is_file() and match.group(2) not in headings(page):
+                problems.append(f"{path.relative_to(ROOT)}: docs/{match.group(1)} has no "
+                                f"section titled {match.group(2)!r}")
     assert cited >= 50, f"found only {cited} citations of docs/ pages; is the pattern right?"
     assert not problems, "\n".join(problems)
 
