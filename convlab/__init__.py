@@ -1,6 +1,6 @@
 """convlab: N-D convolutions on the CPU, for learning and for shipping.
 
-Public API (names fixed by SPEC §6): :func:`convolve`, :func:`algorithms`,
+Public API (names fixed by docs/specification.md §6): :func:`convolve`, :func:`algorithms`,
 :func:`register_algorithm`, :func:`select_algorithm`, :func:`explain`.
 """
 from pkgutil import extend_path

@@ -61,7 +61,7 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
     src : array_like
         ``(N, I..., IC)`` for ``data_format="NXC"`` (default) or ``(N, IC, I...)`` for "NCX".
         float32/float64; float16/bfloat16 (computed in float32, returned in their type);
-        int8/uint8 with int8/uint8 weights for quantized convolution (SPEC §3).
+        int8/uint8 with int8/uint8 weights for quantized convolution (docs/specification.md §3.4).
     weights : array_like
         ``(K..., IC/G, OC)`` for ``weights_format="XIO"`` (default) or ``(OC, IC/G, K...)``
         for "OIX".
@@ -91,7 +91,8 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
         8-bit inputs only: the result type (default int32); rounded half to even and
         saturated when integer.
     post_ops : list, optional
-        SPEC §4 post-ops, applied in the order given (see :mod:`convlab.postops`):
+        Post-ops (docs/specification.md §4), applied in the order given (see
+        :mod:`convlab.postops`):
         ``["relu", ("sum", 1.0), ("add", tensor), ...]``. A "sum" needs ``out``.
     algorithm : str
         "auto" (estimated fastest), "tune" (timed fastest, remembered per problem; see

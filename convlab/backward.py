@@ -1,4 +1,4 @@
-"""Backward passes of :func:`convlab.convolve`, for training (SPEC §5).
+"""Backward passes of :func:`convlab.convolve`, for training (docs/specification.md §5.2, §5.3).
 
 With the forward ``dst = convolve(src, weights, bias, **attributes)`` and a loss gradient
 ``diff_dst`` of dst's shape:

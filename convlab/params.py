@@ -2,7 +2,7 @@
 
 Everything that selection and the algorithms consume is decided here, once:
 attribute parsing (int or sequence forms), auto_pad resolution, formats, groups,
-output shape and the compute dtype. Formulas follow ``shared/SPEC.md`` §1–3.
+output shape and the compute dtype. Formulas follow docs/specification.md §1, §2 and §3.
 
 The canonical memory layouts that every kernel sees are
 
@@ -64,10 +64,10 @@ class ConvProblem:
     # bfloat16 results computed in float32, or the dst dtype of an 8-bit problem (whose
     # ``dtype`` is the int32 accumulator). None: the result has dtype ``dtype``.
     result_dtype: Optional[np.dtype] = None
-    # Set when the src is materialised at the boundary (SPEC §2 data dilation, or a
-    # padding_mode other than "zeros"): the caller's spatial extents, the data dilations
-    # and the pads written into the materialised src. ``input_shape`` and the pads above
-    # then describe the materialised src that every algorithm sees.
+    # Set when the src is materialised at the boundary (data dilation, or a padding_mode
+    # other than "zeros": docs/specification.md §2.5, §2.6): the caller's spatial extents,
+    # the data dilations and the pads written into the materialised src. ``input_shape``
+    # and the pads above then describe the materialised src that every algorithm sees.
     source_shape: Optional[Tuple[int, ...]] = None
     data_dilations: Optional[Tuple[int, ...]] = None
     padding_mode: str = "zeros"
@@ -80,7 +80,7 @@ class ConvProblem:
 
     @property
     def is_quantized(self) -> bool:
-        """8-bit integer src and weights, accumulated in int32 (SPEC §3)."""
+        """8-bit integer src and weights, accumulated in int32 (docs/specification.md §3.4)."""
         return self.dtype.kind == "i"
 
     def __hash__(self) -> int:
@@ -250,7 +250,7 @@ def parse_auto_pad(value) -> str:
 
 
 def resolve_auto_pad(auto_pad, input_shape, kernel_shape, strides, dilations):
-    """SPEC §2 'Decision (auto_pad)': O = ceil(I/S), total pad split at the end or start."""
+    """docs/specification.md §2.3: O = ceil(I/S), total pad split at the end or start."""
     pads_begin, pads_end = [], []
     for i, k, s, d in zip(input_shape, kernel_shape, strides, dilations):
         if auto_pad == "valid":
@@ -269,16 +269,19 @@ def resolve_auto_pad(auto_pad, input_shape, kernel_shape, strides, dilations):
 
 
 def output_extent(i, k, s, d, pb, pe) -> int:
-    """SPEC §1: floor((I + P_b + P_e - ((K-1)*D + 1)) / S) + 1, with true floor division."""
+    """docs/specification.md §1.2: floor((I + P_b + P_e - ((K-1)*D + 1)) / S) + 1, with
+    true floor division."""
     return (i + pb + pe - ((k - 1) * d + 1)) // s + 1
 
 
 # --------------------------------------------------------------------------- dtypes
 
 _FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
-# Stored in these, computed in float32 (SPEC §3); bfloat16 is ml_dtypes' (NumPy kind "V").
+# Stored in these, computed in float32 (docs/specification.md §3.2); bfloat16 is
+# ml_dtypes' (NumPy kind "V").
 HALF_TYPES = ("float16", "bfloat16")
-# What an 8-bit problem may return (SPEC §3: int32 unless a dst dtype is asked for).
+# What an 8-bit problem may return: int32 unless a dst dtype is asked for
+# (docs/specification.md §3.4).
 QUANTIZED_DST_TYPES = ("int8", "uint8", "int32", "float32")
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -314,9 +317,9 @@ def reject_8bit(operation: str, *named_arrays) -> None:
 
 
 def compute_dtype(*named_dtypes) -> np.dtype:
-    """SPEC §3: floats combine by numpy.result_type; other integers and bools become float64;
-    float16 and bfloat16 compute in float32. (8-bit problems go through
-    :func:`problem_dtypes`.)"""
+    """docs/specification.md §3.3: floats combine by numpy.result_type; other integers and
+    bools become float64; float16 and bfloat16 compute in float32 (§3.2). (8-bit problems
+    go through :func:`problem_dtypes`.)"""
     return _float_dtypes(named_dtypes)[0]
 
 
@@ -553,7 +556,8 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
     if max(data_dilations, default=1) == 1:
         data_dilations = None
     else:
-        # SPEC §2 (nGraph): L - 1 zeros between neighbours, extent L * (I - 1) + 1
+        # docs/specification.md §2.5 (nGraph): L - 1 zeros between neighbours, extent
+        # L * (I - 1) + 1
         source_shape = tuple(input_shape)
         input_shape = tuple(l * (i - 1) + 1 for l, i in zip(data_dilations, input_shape))
         if _prod(input_shape) * batch * in_channels > MAX_ELEMENTS:

@@ -1,4 +1,5 @@
-"""Post-ops (SPEC §4, oneDNN's attribute model) and the output stage that applies them.
+"""Post-ops (oneDNN's attribute model, docs/specification.md §4) and the output stage that
+applies them.
 
 ``post_ops`` is a list; each entry is a name or a tuple ``(name, *parameters)``:
 
@@ -217,7 +218,8 @@ def _sigmoid(y):
 
 @dataclass(frozen=True)
 class Requantization:
-    """The float stage of an 8-bit problem (SPEC §3-4), per output channel or scalar."""
+    """The float stage of an 8-bit problem (docs/specification.md §3.4, §4.1), per output
+    channel or scalar."""
 
     output_scale: Optional[np.ndarray]   # float32, () or (OC,)
     float_bias: Optional[np.ndarray]     # float32, (OC,)

@@ -1,4 +1,4 @@
-"""8-bit integer convolution (SPEC §3), the semantics of ONNX ConvInteger and QLinearConv.
+"""8-bit integer convolution as ONNX ConvInteger and QLinearConv (docs/specification.md §3.4).
 
     acc[n, oc, o] = sum over in-bounds taps of (src - src_zero_point) * (weights - weights_zero_point)
                     (+ an integer bias), accumulated in int32 (modulo 2**32)

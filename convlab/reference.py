@@ -1,4 +1,4 @@
-"""The float64 oracle, written straight from SPEC §1.
+"""The float64 oracle, written straight from docs/specification.md §1.1.
 
     dst[n, g*OCg + oc, o...] = bias[g*OCg + oc]
         + sum over ic < ICg, k... of
@@ -7,11 +7,11 @@
 Reads outside the input are zero. Nothing here is tuned for speed: every other
 algorithm is tested against this one, and the first tutorial rebuilds it by hand.
 
-The extensions are written out just as literally: data dilation (SPEC §2) stretches src
-with zeros, a ``padding_mode`` maps each padded position back to a src position, 8-bit
-problems (SPEC §3) are summed exactly in int64 and wrapped to int32, and the post-ops
-(SPEC §4) are their textbook formulas, applied in float64 for floating problems and in
-float32 (as the SPEC orders) for 8-bit ones.
+The extensions (docs/specification.md §2.5, §2.6, §3.4, §4) are written out just as
+literally: data dilation stretches src with zeros, a ``padding_mode`` maps each padded
+position back to a src position, 8-bit problems are summed exactly in int64 and wrapped to
+int32, and the post-ops are their textbook formulas, applied in float64 for floating
+problems and in float32 (as §4.1 orders) for 8-bit ones.
 """
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def _sigmoid(x):
 
 
 def eltwise(name, x, parameters):
-    """SPEC §4 eltwise post-ops, from their definitions."""
+    """docs/specification.md §4.2 eltwise post-ops, from their definitions."""
     from scipy.special import erf
 
     p = parameters
@@ -161,7 +161,8 @@ def convolve(src, weights, bias=None, *, strides=None, pads_begin=None, pads_end
 
     Floating inputs: computed in float64 whatever their dtype, returned as float64.
     8-bit integer inputs: the exact int64 sum wrapped to int32, then (when asked for) the
-    float32 stage of SPEC §4, returned in the problem's dst dtype, as ``convolve`` does.
+    float32 stage of docs/specification.md §3.4, returned in the problem's dst dtype, as
+    ``convolve`` does.
     ``dst_before`` stands for the prior contents of ``out`` that a "sum" post-op adds.
     Inputs are validated exactly as ``convolve`` validates them.
     """
@@ -199,7 +200,8 @@ def convolve(src, weights, bias=None, *, strides=None, pads_begin=None, pads_end
 
 
 def _correlate_extended(src_ncx, weights_oix, bias, problem, dtype):
-    """Data dilation, then the padding mode, then the plain correlation (SPEC §1-2)."""
+    """Data dilation, then the padding mode, then the plain correlation
+    (docs/specification.md §2.5, §2.6, §1.1)."""
     pads_begin, pads_end = problem.pads_begin, problem.pads_end
     if problem.data_dilations is not None:
         src_ncx = data_dilated(src_ncx, problem.data_dilations)
@@ -210,7 +212,7 @@ def _correlate_extended(src_ncx, weights_oix, bias, problem, dtype):
 
 
 def _quantized(src_ncx, weights_oix, bias, problem, q, ops, dst_before):
-    """SPEC §3-4 for 8-bit inputs, element by element in the order the SPEC gives."""
+    """docs/specification.md §3.4 for 8-bit inputs, one element at a time, in §4.1's order."""
     r = problem.rank
     zs = q.src_zero_point.astype(np.int64)
     zw = q.weights_zero_point.astype(np.int64)

@@ -66,7 +66,7 @@ class Candidate:
 
 
 # An empty batch has no work for any algorithm: cost hooks count work per image and per
-# thread, so they are not asked about it (docs/specification.md, "Empty batches").
+# thread, so they are not asked about it (docs/specification.md §7.1).
 EMPTY_BATCH_ESTIMATE = Estimate(0.0, {"work": "none: the batch is empty"})
 
 

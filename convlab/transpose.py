@@ -1,6 +1,6 @@
 """``conv_transpose``: transposed convolution (oneDNN "deconvolution", ONNX ``ConvTranspose``).
 
-Every src element scatters a weighted copy of the kernel into dst (SPEC §5)::
+Every src element scatters a weighted copy of the kernel into dst (docs/specification.md §5.1)::
 
     dst[n, g*OCg + oc, x*S + k*D - P_b] += src[n, g*ICg + ic, x] * weights[g*ICg + ic, oc, k]
 
@@ -100,12 +100,13 @@ def parse_transpose_weights_format(value) -> str:
 
 
 def transpose_extent(i, k, s, d, pb, pe, op) -> int:
-    """SPEC §5: S * (I - 1) + (K - 1) * D + 1 + output_padding - P_b - P_e."""
+    """docs/specification.md §5.1: S * (I - 1) + (K - 1) * D + 1 + output_padding - P_b - P_e."""
     return s * (i - 1) + (k - 1) * d + 1 + op - pb - pe
 
 
 def split_total_pad(total: int, upper: bool) -> Tuple[int, int]:
-    """SPEC §5: same_upper puts the odd extra at the end, otherwise at the beginning.
+    """docs/specification.md §5.1: same_upper puts the odd extra at the end, otherwise at the
+    beginning.
     ``//`` floors, so a negative total (more output than the scatter covers) follows suit."""
     if upper:
         begin = total // 2
@@ -343,7 +344,7 @@ def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
                    data_format: str = "NXC", weights_format: str = "XOI",
                    algorithm: str = "auto", threads: Optional[int] = None,
                    precision: str = "default") -> np.ndarray:
-    """N-D transposed convolution with ONNX ``ConvTranspose`` semantics (SPEC §5).
+    """N-D transposed convolution, ONNX ``ConvTranspose`` (docs/specification.md §5.1).
 
     ``dst[n, g*OCg+oc, x*S + k*D - P_b] += src[n, g*ICg+ic, x] * weights[g*ICg+ic, oc, k]``
     plus bias, with ``O = S*(I-1) + (K-1)*D + 1 + output_padding - P_b - P_e``.
@@ -369,7 +370,7 @@ def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
     output_padding : int or sequence of int, optional
         Extra rows at the end of each axis, each ``< max(stride, dilation)``.
     output_shape : sequence of int, optional
-        Spatial output extents; the pads are then derived from it (SPEC §5).
+        Spatial output extents; the pads are then derived from it (docs/specification.md §5.1).
     algorithm : str
         "auto", "col2im", or a forward algorithm of :func:`convlab.algorithms` run on the
         stretched input ("tune" times the forward algorithms).

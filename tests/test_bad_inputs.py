@@ -122,7 +122,8 @@ CASES = [
     Bad("bias-object", TypeError, r"bias has dtype object", bias=lambda: zeros(6, object)),
     Bad("src-datetime", TypeError, r"src has dtype datetime64",
         src=lambda: zeros(SRC, "datetime64[s]")),
-    # 8-bit integers are quantized convolution (SPEC §3): both src and weights, or neither
+    # 8-bit integers are quantized convolution: both src and weights, or neither
+    # (docs/specification.md §3.3)
     Bad("src-int8-float-weights", TypeError, r"weights has dtype float32 but src is 8-bit",
         src=lambda: zeros(SRC, np.int8)),
     Bad("weights-uint8-float-src", TypeError, r"src has dtype float32 but weights is 8-bit",

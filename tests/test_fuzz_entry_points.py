@@ -9,8 +9,8 @@ sometimes one argument made invalid on purpose. Whatever is drawn, the call must
 * return the oracle's result within the suite's bounds (conftest.TOLERANCES; exact for
   8-bit problems), or
 * raise ValueError or TypeError whose message names an offending argument. Which names
-  qualify comes from :class:`Expected`, worked out here from the SPEC's rules for the
-  drawn arguments, independently of convlab's validation;
+  qualify comes from :class:`Expected`, worked out here from the rules of
+  docs/specification.md for the drawn arguments, independently of convlab's validation;
 
 and it must leave every input untouched, and neither crash nor hang: a watchdog ends the
 process with every thread's traceback after ``EXAMPLE_TIMEOUT`` seconds.
@@ -142,7 +142,7 @@ def outcome(call: Callable, expected: Expected, refusal: Optional[str] = None):
 
 
 def _axes(value, rank, default):
-    """A keyword's per-axis values as the SPEC reads it (int or one int per axis)."""
+    """A keyword's per-axis values (docs/specification.md §2.1: int or one int per axis)."""
     if value is None:
         return (default,) * rank
     if isinstance(value, (int, np.integer)):
@@ -151,7 +151,7 @@ def _axes(value, rank, default):
 
 
 def spec_pads(auto_pad, extents, kernel, strides, dilations, pads_begin, pads_end):
-    """SPEC §2 'Decision (auto_pad)'."""
+    """docs/specification.md §2.3."""
     mode = {"notset": "none", "explicit": "none"}.get(auto_pad.lower(), auto_pad.lower())
     if mode == "none":
         return pads_begin, pads_end
@@ -212,8 +212,8 @@ class Geometry:
         return empty_axes(self.icg, self.ocg, self.input_shape, self.kernel_shape)
 
     def expected(self) -> Expected:
-        """SPEC §1-2: pads that crop an axis to nothing, an empty output, or padding-mode
-        pads beyond what the mode can reach are refused."""
+        """docs/specification.md §1.2, §2.4, §2.6: pads that crop an axis to nothing, an
+        empty output, or padding-mode pads beyond what the mode can reach are refused."""
         zero = self.zero_sized()
         if zero.definite:
             return zero
@@ -385,7 +385,7 @@ VIEWS = {
 def _cast(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bfloat16":
         return values.astype(ml_dtypes.bfloat16)
-    if dtype == "int16":  # a non-8-bit integer: computed as float64 (SPEC §3)
+    if dtype == "int16":  # a non-8-bit integer: computed as float64 (docs/specification.md §3.3)
         return np.rint(4 * values).astype(np.int16)
     return values.astype(dtype)
 
@@ -1372,7 +1372,7 @@ def test_convolve_backward_data(call, data):
 
 
 def backward_weights_oracle(src_ncx, diff_ncx, problem):
-    """SPEC §5, float64: diff_weights[g*OCg+oc, ic, k] = sum over n, o of
+    """docs/specification.md §5.3, float64: diff_weights[g*OCg+oc, ic, k] = sum over n, o of
     diff_dst[n, g*OCg+oc, o] * src[n, g*ICg+ic, o*S + k*D - P_b]; diff_bias sums diff_dst."""
     src_ncx = np.asarray(src_ncx, np.float64)
     diff_ncx = np.asarray(diff_ncx, np.float64)

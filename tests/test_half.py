@@ -1,4 +1,5 @@
-"""float16 and bfloat16 (SPEC §3): accumulate in float32, store in the input's type.
+"""float16 and bfloat16: accumulate in float32, store in the input's type
+(docs/specification.md §3.2).
 
 Every algorithm sees a float32 problem (converted copies at the boundary) whose
 ``result_dtype`` is the half type, so every registered algorithm claims half inputs; the

@@ -1,5 +1,5 @@
 """Inputs in any memory layout give the same result as contiguous copies and stay untouched;
-``out=`` is written and returned; dtypes combine as SPEC §3 says."""
+``out=`` is written and returned; dtypes combine as docs/specification.md §3.3 says."""
 from __future__ import annotations
 
 import numpy as np
@@ -167,7 +167,8 @@ def test_out_is_not_touched_when_the_call_is_refused():
     ("float64", "float32", None, "float64"),
     ("float32", "float64", None, "float64"),
     ("float32", "float32", "float64", "float64"),
-    ("int64", "float32", None, "float64"),  # SPEC §3: other integers compute as float64
+    # docs/specification.md §3.3: other integers compute as float64
+    ("int64", "float32", None, "float64"),
     ("int32", "int16", None, "float64"),
     ("bool", "float32", None, "float64"),
     ("uint16", "float32", "int64", "float64"),

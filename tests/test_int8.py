@@ -1,4 +1,5 @@
-"""8-bit integer convolution (SPEC §3): ONNX ConvInteger / QLinearConv cases and exact sums.
+"""8-bit integer convolution (docs/specification.md §3.4): ONNX ConvInteger / QLinearConv
+cases and exact sums.
 
 Every path ("direct": int16 operands with wrapping 32-bit accumulation; "im2col": exact
 float64 GEMM then wrap; "reference": int64) must agree bit for bit with a literal int64
@@ -124,7 +125,8 @@ def test_onnx_integer_cases(algorithm):
 
 def literal_accumulator(src, weights, bias, zs, zw, strides, dilations, pads_begin, pads_end,
                         groups, data_dilations=None):
-    """SPEC §1/§3 in int64, NCX/OIX, one output position and tap at a time, wrapped to int32."""
+    """docs/specification.md §1.1, §3.4 in int64, NCX/OIX, one output position and tap at a
+    time, wrapped to int32."""
     src = np.asarray(src, np.int64)
     weights = np.asarray(weights, np.int64)
     n, ic, *extents = src.shape

@@ -1,5 +1,5 @@
 """padding_mode (PyTorch's zeros/reflect/replicate/circular), data dilation (nGraph) and
-negative pads (SPEC §2), through every algorithm.
+negative pads (docs/specification.md §2.4, §2.5, §2.6), through every algorithm.
 
 The oracle's padding modes are checked against torch.nn.functional.pad, its data dilation
 against a src stretched by hand; every algorithm is then held to its conftest bound

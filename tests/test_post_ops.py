@@ -1,4 +1,5 @@
-"""Post-ops (SPEC §4): fused results match the unfused reference, in oneDNN's order.
+"""Post-ops (docs/specification.md §4): fused results match the unfused reference, in
+oneDNN's order.
 
 "Unfused" is the same algorithm's plain convolution followed by the oracle's textbook
 formulas (convlab.reference.eltwise / apply_post_ops) in float64. The post-op code is a

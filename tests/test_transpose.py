@@ -1,8 +1,8 @@
 """``convlab.conv_transpose`` against a float64 scatter oracle and torch, through every path.
 
-The oracle below is SPEC §5 read literally (every src element scatters a weighted kernel
-into dst); it shares no code with ``convlab.transpose``, which computes the same thing as
-a forward convolution on a stretched input or as GEMM + col2im.
+The oracle below is docs/specification.md §5.1 read literally (every src element scatters
+a weighted kernel into dst); it shares no code with ``convlab.transpose``, which computes
+the same thing as a forward convolution on a stretched input or as GEMM + col2im.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """convlab.viz: what the helpers compute, checked against closed forms; then the drawings.
 
-The computing half must agree with SPEC §1 written out independently here (tap
-coordinates o*S + k*D - P_b, output extents, receptive-field sizes, block-diagonal group
-connectivity, C-order memory offsets). The drawing half must run under Agg and draw what
-was computed (e.g. one highlighted cell per tap).
+The computing half must agree with docs/specification.md §1.1 and §1.2 written out
+independently here (tap coordinates o*S + k*D - P_b, output extents, receptive-field
+sizes, block-diagonal group connectivity, C-order memory offsets). The drawing half must
+run under Agg and draw what was computed (e.g. one highlighted cell per tap).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """convlab.viz helpers for the algorithm notebooks (im2col, Winograd, selection).
 
 What they compute is checked against definitions written out here: the column matrix
-against SPEC §1's index formula and, multiplied by the weights, against the float64
-reference; the Winograd stages against the Cook–Toom identities and the reference on the
-same tile; the crossover map against :func:`convlab.select_algorithm` point by point.
-The drawings run under Agg and must show what was computed.
+against the index formula of docs/specification.md §1.1 and, multiplied by the weights,
+against the float64 reference; the Winograd stages against the Cook–Toom identities and
+the reference on the same tile; the crossover map against :func:`convlab.select_algorithm`
+point by point. The drawings run under Agg and must show what was computed.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""convlab.viz.transpose: the scatter of a transposed convolution, checked against SPEC §5.
+"""convlab.viz.transpose: the scatter of a transposed convolution, checked against
+docs/specification.md §5.1.
 
 Each (src element i, tap k) pair must land on ``i*S + k*D - P_b`` and be kept exactly when
 that lies in ``[0, O)`` with ``O = S*(I-1) + (K-1)*D + 1 + output_padding - P_b - P_e``;

@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Direct 8-bit integer convolution with int32 accumulation (SPEC §3), three spatial axes.
+"""Direct 8-bit integer convolution with int32 accumulation (docs/specification.md §3.4), three
+spatial axes.
 
 Callers (``convlab.quantized``) pass src and weights with their zero points already
 subtracted, as int16 (u8 - zero point spans -255..255, which int8 cannot hold), in the

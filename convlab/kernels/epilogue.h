@@ -1,5 +1,6 @@
-/* Post-ops (SPEC §4) applied by the kernels themselves, to a block of dst they have just
- * written and that is still in cache, instead of in a second pass over the whole output.
+/* Post-ops applied by the kernels themselves (docs/specification.md §4.3), to a block of dst
+ * they have just written and that is still in cache, instead of in a second pass over the
+ * whole output.
  *
  * A block is `rows` rows of `cols` channels, rows `ld` elements apart; row i is output
  * row m0 + i of the call (image (m0 + i) / npix, pixel (m0 + i) % npix) and its first

@@ -13,7 +13,8 @@ def _cost(problem, threads):
 
 
 @register_algorithm("reference", cost=_cost, auto=False,
-                    description="float64 NumPy, literally SPEC §1; any rank, every attribute")
+                    description="float64 NumPy, literally docs/specification.md §1.1; "
+                                "any rank, every attribute")
 def run_reference(problem, src, weights, bias, dst, threads):
     r = problem.rank
     src_ncx = np.moveaxis(src, -1, 1)

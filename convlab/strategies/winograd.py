@@ -26,7 +26,7 @@ Exactness where the transforms would blur it: outputs whose every tap is padding
 set to the bias exactly, and a call whose result holds Inf or NaN (a special value in
 the inputs spreads over its whole tile; the transforms may also overflow before a
 direct sum would) is recomputed by ``direct``, so special values land exactly where
-SPEC §1 puts them.
+docs/specification.md §1.1 puts them.
 """
 from __future__ import annotations
 
@@ -535,7 +535,7 @@ def _fill_padding_only_outputs(problem, dst, bias) -> None:
     """Outputs whose every tap lies in the zero padding are exactly the bias.
 
     The transforms mix a whole tile, so such an output would otherwise carry the rounding
-    residue of its neighbours' data; SPEC §1 makes it exactly bias (or 0).
+    residue of its neighbours' data; docs/specification.md §1.1 makes it exactly bias (or 0).
     """
     value = 0 if bias is None else bias
     for axis, ranges in enumerate(_padding_only_ranges(problem)):

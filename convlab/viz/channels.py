@@ -2,8 +2,8 @@
 
 With ``groups=G`` the IC input channels and OC output channels split into G equal
 groups, and output channel ``oc`` only reads the IC/G input channels of its own group
-(SPEC §1: ``src[n, g*ICg + ic, ...] * weights[g*OCg + oc, ic, ...]``). Depthwise is
-``G == IC``: one input channel per group. The connectivity here is measured by the
+(docs/specification.md §1.1: ``src[n, g*ICg + ic, ...] * weights[g*OCg + oc, ic, ...]``).
+Depthwise is ``G == IC``: one input channel per group. The connectivity here is measured by the
 kernel on one-hot inputs, so a block-diagonal picture is a fact about the code.
 """
 from __future__ import annotations

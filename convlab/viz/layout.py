@@ -5,7 +5,8 @@ each channel's whole image together, while NXC (N, X..., C) keeps the channels o
 pixel together. The offsets here are produced by the same conversion convlab applies at
 its boundary (:func:`convlab.params.canonical_src`, :func:`~convlab.params.canonical_weights`):
 an array whose values are their own memory offsets is read in the user's format and
-re-indexed logically, as SPEC §1 indexes ``src[n, c, x...]`` and ``weights[oc, ic, k...]``.
+re-indexed logically, as docs/specification.md §1.1 indexes ``src[n, c, x...]`` and
+``weights[oc, ic, k...]``.
 """
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ def tap_hits(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides
     -------
     numpy.ndarray of bool, shape ``(*I, *O, *K)``
         ``hits[i, o, k]`` is True where ``dst[o]`` takes ``src[i] * weights[k]``, that is
-        where ``i == o*S + k*D - P_b`` and ``i`` lies inside the input (SPEC §1).
+        where ``i == o*S + k*D - P_b`` and ``i`` lies inside the input
+        (docs/specification.md §1.1).
         Taps that fall on zero padding hit no ``i``.
     """
     input_shape, kernel_shape = tuple(input_shape), tuple(kernel_shape)

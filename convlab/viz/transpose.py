@@ -1,6 +1,6 @@
 """Transposed convolution: where each src element scatters its copy of the kernel.
 
-``dst[x*S + k*D - P_b] += src[x] * weights[k]`` (SPEC §5, one channel), with
+``dst[x*S + k*D - P_b] += src[x] * weights[k]`` (docs/specification.md §5.1, one channel), with
 ``O = S*(I-1) + (K-1)*D + 1 + output_padding - P_b - P_e``. This module finds, by running
 :func:`convlab.conv_transpose` on one-hot inputs and one-hot weights, the dst coordinate
 every (src element, tap) pair writes to; counts how many taps land on each output (the
@@ -122,7 +122,7 @@ def scatter_contributions(input_shape: Sequence[int], kernel_shape: Sequence[int
     zero pads and no output_padding, where every pair lands somewhere in the full extent
     ``S*(I-1) + (K-1)*D + 1``, and the real problem, which must keep exactly the pairs
     whose ``target = full position - P_b`` lies in ``[0, O)``. The targets are also
-    compared with SPEC §5's ``i*S + k*D - P_b``.
+    compared with docs/specification.md §5.1's ``i*S + k*D - P_b``.
 
     Raises
     ------

@@ -1,10 +1,10 @@
 """The window of taps each output reads, over the padded input.
 
-``dst[o] = sum_k src[o*S + k*D - P_b] * weights[k]`` (SPEC §1, one channel). For every
-output ``o`` and tap ``k`` this module finds the src coordinate read, by running the
-kernel on one-hot inputs (:mod:`convlab.viz.probe`), and draws it: the padded input
-with the taps of one output highlighted, the output grid beside it, and an animation
-that slides the window over every output in turn.
+``dst[o] = sum_k src[o*S + k*D - P_b] * weights[k]`` (docs/specification.md §1.1, one
+channel). For every output ``o`` and tap ``k`` this module finds the src coordinate read,
+by running the kernel on one-hot inputs (:mod:`convlab.viz.probe`), and draws it: the
+padded input with the taps of one output highlighted, the output grid beside it, and an
+animation that slides the window over every output in turn.
 """
 from __future__ import annotations
 
@@ -96,8 +96,8 @@ def windows(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides=
     convolution over the padded extent ``I + P_b + P_e`` gives each tap's position in the
     padded input (padding included), and the real problem checks that the kernel reads
     exactly those src elements and nothing where the padding is. The positions are also
-    compared with SPEC §1's ``o*S + k*D - P_b``, so a figure drawn from them is both what
-    the kernel does and what the specification says.
+    compared with docs/specification.md §1.1's ``o*S + k*D - P_b``, so a figure drawn from
+    them is both what the kernel does and what the specification says.
 
     Raises
     ------
@@ -124,7 +124,7 @@ def windows(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides=
     taps = np.stack(np.unravel_index(position, padded_shape), axis=-1)
     taps = taps - np.array(problem.pads_begin)
 
-    # SPEC §1 for the same problem, from the ConvProblem's own numbers
+    # docs/specification.md §1.1 for the same problem, from the ConvProblem's own numbers
     grids = np.meshgrid(*(np.arange(o) for o in problem.output_shape),
                         *(np.arange(k) for k in kernel_shape), indexing="ij")
     formula = np.stack([grids[a] * problem.strides[a] + grids[r + a] * problem.dilations[a]
