@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import os
+import threading
 import uuid
 import zlib
 from dataclasses import dataclass

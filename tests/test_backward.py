@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 import pytest
+from conftest import TOLERANCES, to_data_format, to_weights_format
 
 import convlab
 from convlab import transpose
-from conftest import TOLERANCES, to_data_format, to_weights_format
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

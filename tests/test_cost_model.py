@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import assert_matches_reference, problem_of, random_tensors
 
 import convlab
-from conftest import assert_matches_reference, problem_of, random_tensors
 from convlab import cost_model, registry, select
 
 PROBLEMS = [

@@ -5,10 +5,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import MUTATES_REGISTRY, assert_matches_reference, random_tensors, temporary_algorithm
 
 import convlab
-from conftest import (MUTATES_REGISTRY, assert_matches_reference, random_tensors,
-                      temporary_algorithm)
 from convlab.registry import Estimate
 from convlab.strategies.reference import run_reference
 

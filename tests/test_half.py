@@ -16,10 +16,10 @@ import math
 
 import numpy as np
 import pytest
-
-import convlab
 from conftest import ALGORITHMS, problem_of, reduction_length, skip_unless_supported, tolerance
 from test_grid import grid_cells, grid_problem
+
+import convlab
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 

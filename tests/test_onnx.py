@@ -19,11 +19,16 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
+from conftest import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported  # noqa: E402
+from onnx_cases import (  # noqa: E402
+    MODEL_ROOT,
+    attribute_kinds,
+    load_model_case,
+    node_case_runs,
+    translate_attributes,
+)
+
 import convlab  # noqa: E402
-from onnx_cases import (MODEL_ROOT, attribute_kinds, load_model_case,  # noqa: E402
-                        node_case_runs, translate_attributes)
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of,  # noqa: E402
-                      skip_unless_supported)
 
 EXPECTED_NODE_CASES = 6
 EXPECTED_CONV_MODELS = 26

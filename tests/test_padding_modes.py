@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+)
 
 import convlab
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      skip_unless_supported)
 
 MODES = ["zeros", "reflect", "replicate", "circular"]
 INPUT = {1: (9,), 2: (7, 6), 3: (5, 6, 4)}

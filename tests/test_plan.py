@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ALGORITHMS, assert_matches_reference, call_from_threads, problem_of, \
-    random_tensors, skip_unless_supported, temporary_algorithm, MUTATES_REGISTRY
+from conftest import (
+    ALGORITHMS,
+    MUTATES_REGISTRY,
+    assert_matches_reference,
+    call_from_threads,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+    temporary_algorithm,
+)
 
 import convlab
 

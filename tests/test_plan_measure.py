@@ -13,8 +13,14 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import (ALGORITHMS, assert_matches_reference, call_from_threads, problem_of,
-                      random_tensors, temporary_algorithm)
+from conftest import (
+    ALGORITHMS,
+    assert_matches_reference,
+    call_from_threads,
+    problem_of,
+    random_tensors,
+    temporary_algorithm,
+)
 
 import convlab
 from convlab import cost_model, measure, registry, select

@@ -7,10 +7,16 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+    thread_invariant,
+)
 
 import convlab
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      skip_unless_supported, thread_invariant)
 from convlab.kernels import _runtime
 from convlab.threads import available_cores
 

@@ -11,12 +11,18 @@ import math
 
 import numpy as np
 import pytest
+from conftest import (
+    ALGORITHMS,
+    MUTATES_REGISTRY,
+    skip_unless_supported,
+    temporary_algorithm,
+    to_data_format,
+    tolerance,
+)
 
 import convlab
 from convlab import params, select, transpose
 from convlab.threads import effective_threads
-from conftest import (ALGORITHMS, MUTATES_REGISTRY, skip_unless_supported,
-                      temporary_algorithm, to_data_format, tolerance)
 
 TRANSPOSE_ALGORITHMS = ["auto", transpose.COL2IM] + ALGORITHMS
 

@@ -13,7 +13,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from conftest import run_python_in_checkout
 
 import convlab

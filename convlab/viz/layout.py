@@ -10,7 +10,7 @@ re-indexed logically, as SPEC §1 indexes ``src[n, c, x...]`` and ``weights[oc, 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
