@@ -132,8 +132,8 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
         check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
     if q is not None:
         name = quantized.check_algorithm(algorithm, problem)
-        prepared = quantized.shifted_weights(weights, problem, q)
-        return execute_quantized(problem, name, src, prepared, q, ops, out, n_threads)
+        shifted = quantized.shifted_weights(weights, problem, q)
+        return execute_quantized(problem, name, src, shifted, q, ops, out, n_threads)
     canonical_bias = params.canonical_bias(bias, problem)
     prepared_by_name = {}
 

@@ -21,7 +21,7 @@ import platform
 import threading
 import warnings
 from collections.abc import Iterator
-from typing import Callable
+from typing import Any, Callable
 
 # Instruction-set levels, narrowest first. "baseline" is what the build targets everywhere
 # (SSE2 on x86-64, plain C elsewhere); the wider ones are chosen at run time: "avx2" is
@@ -232,8 +232,8 @@ def kernel_isa_levels() -> dict[str, dict[str, object]]:
 
     import convlab.kernels
 
-    for module in pkgutil.iter_modules(convlab.kernels.__path__, "convlab.kernels."):
-        importlib.import_module(module.name)
+    for found in pkgutil.iter_modules(convlab.kernels.__path__, "convlab.kernels."):
+        importlib.import_module(found.name)
     parts: dict[str, dict[str, object]] = {}
     with _lock:
         names = list(_followers)
@@ -255,7 +255,7 @@ def cache_bytes(level: str, fallback: int) -> int:
     return size if size and size > 0 else fallback
 
 
-def cpu_info() -> dict[str, object]:
+def cpu_info() -> dict[str, Any]:
     """Model, architecture, cache sizes, the detected and effective ISA levels, and the
     cap in force (None for none) with where it came from (``CONVLAB_MAX_CPU_ISA`` or
     ``set_max_isa``)."""
@@ -272,7 +272,7 @@ def _format_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def summary(info: dict[str, object] | None = None) -> str:
+def summary(info: dict[str, Any] | None = None) -> str:
     """One line: model, caches, and the ISA level in effect (with the detected one and the
     cap, when a cap lowers it)."""
     info = cpu_info() if info is None else info

@@ -21,7 +21,7 @@ import numbers
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Literal, Union, cast
 
 import numpy as np
 
@@ -173,6 +173,7 @@ class ConvProblem:
         if self.data_dilations is not None:
             extras.append(f" ld{sp(map(str, self.data_dilations))}")
         if self.padding_mode != "zeros":
+            assert self.materialized_pads is not None  # make_problem sets them for the mode
             begin, end = self.materialized_pads
             extras.append(f" {self.padding_mode}{sp(map(str, begin))}_{sp(map(str, end))}")
         return "".join(extras)
@@ -211,10 +212,11 @@ def _spatial_tuple(name: str, value: IntOrSeq, rank: int, default: int, minimum)
     elif isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
         raise TypeError(f"{name}={value!r} must be an int or a sequence of {rank} ints")
     else:
-        if len(value) != rank:
-            raise ValueError(f"{name}={tuple(value)!r} must have {rank} entries, one per "
-                             f"spatial axis (got {len(value)})")
-        values = tuple(_as_int(name, v) for v in value)
+        sequence = cast("Sequence[int]", value)  # an int took the first branch
+        if len(sequence) != rank:
+            raise ValueError(f"{name}={tuple(sequence)!r} must have {rank} entries, one per "
+                             f"spatial axis (got {len(sequence)})")
+        values = tuple(_as_int(name, v) for v in sequence)
     if minimum is not None:
         for axis, v in enumerate(values):
             if v < minimum:
@@ -552,7 +554,7 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
         data_dilations = None
     else:
         # SPEC §2 (nGraph): L - 1 zeros between neighbours, extent L * (I - 1) + 1
-        source_shape = tuple(input_shape)
+        source_shape: tuple[int, ...] | None = tuple(input_shape)
         input_shape = tuple(step * (i - 1) + 1 for step, i in zip(data_dilations, input_shape))
         if _prod(input_shape) * batch * in_channels > MAX_ELEMENTS:
             raise ValueError(f"data_dilations={data_dilations!r} stretch src to spatial "
@@ -565,7 +567,7 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
         pads_begin, pads_end = resolve_auto_pad(auto_pad, input_shape, kernel_shape, strides,
                                                 dilations)
 
-    output_shape = []
+    output_extents = []
     for axis in range(rank):
         i, k, s, d = input_shape[axis], kernel_shape[axis], strides[axis], dilations[axis]
         pb, pe = pads_begin[axis], pads_end[axis]
@@ -585,8 +587,8 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
                              f"than the padded input extent {padded} (src I={i}, pads_begin="
                              f"{pb}, pads_end={pe}, auto_pad={auto_pad!r}); the output would "
                              f"be empty")
-        output_shape.append(o)
-    output_shape = tuple(output_shape)
+        output_extents.append(o)
+    output_shape = tuple(output_extents)
 
     materialized_pads = None
     if padding_mode != "zeros":
@@ -688,7 +690,8 @@ def canonical_src(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
     return aligned(np.ascontiguousarray(src, dtype=problem.dtype))
 
 
-_NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_NUMPY_PAD_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {
+    "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 def materialize(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
@@ -717,6 +720,7 @@ def materialize(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
 
 
 def _dilated_extents(problem: ConvProblem) -> tuple[int, ...]:
+    assert problem.data_dilations is not None and problem.source_shape is not None
     return tuple(step * (i - 1) + 1
                  for step, i in zip(problem.data_dilations, problem.source_shape))
 

@@ -252,6 +252,7 @@ class Convolution:
         if problem.is_quantized:
             q = quantized.parse(problem, src.dtype, self._weights.dtype, self._bias,
                                 **self._quantization)
+            assert q is not None  # parse returns one for every 8-bit problem
             key = ("quantized", problem.groups)
             prepared = self._prepared.get(key)
             if prepared is None:

@@ -104,7 +104,7 @@ def choose_by_timing(problem: ConvProblem, threads: int, precision: str, names,
             run_once(name)
             best = min(best, time.perf_counter() - start)
         seconds[name] = best
-    choice = min(seconds, key=seconds.get)
+    choice = min(seconds, key=seconds.__getitem__)
     with _lock:
         _entries[tune_key(problem, threads, precision)] = {"choice": choice, "seconds": seconds}
         _save()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -122,7 +123,7 @@ class Layer:
         """dst shape in convlab's default NXC layout."""
         return (self._mb(mb), *self.output_shape, self.oc)
 
-    def convolve_kwargs(self) -> dict[str, object]:
+    def convolve_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`convlab.convolve` that describe this layer."""
         return dict(strides=self.strides, dilations=self.dilations,
                     pads_begin=self.pads_begin, pads_end=self.pads_end, groups=self.groups)
