@@ -11,9 +11,9 @@ from typing import Callable
 
 import numpy as np
 import pytest
-from conftest import MUTATES_REGISTRY, temporary_algorithm
 
 import convlab
+from tests.helpers import MUTATES_REGISTRY, temporary_algorithm
 
 SRC = (1, 5, 5, 4)  # NXC: N, H, W, IC
 WEIGHTS = (3, 3, 4, 6)  # XIO: KH, KW, IC, OC

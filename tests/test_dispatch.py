@@ -5,11 +5,16 @@ import json
 
 import numpy as np
 import pytest
-from conftest import MUTATES_REGISTRY, assert_matches_reference, random_tensors, temporary_algorithm
 
 import convlab
 from convlab.registry import Estimate
 from convlab.strategies.reference import run_reference
+from tests.helpers import (
+    MUTATES_REGISTRY,
+    assert_matches_reference,
+    random_tensors,
+    temporary_algorithm,
+)
 
 
 class CountingMock:

@@ -5,7 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from conftest import (
+
+import convlab
+from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
     problem_of,
@@ -14,8 +16,6 @@ from conftest import (
     to_data_format,
     to_weights_format,
 )
-
-import convlab
 
 FORMATS = [pytest.param("NCX", "OIX", id="NCX-OIX"), pytest.param("NXC", "XIO", id="NXC-XIO")]
 DTYPES = ["float32", "float64"]

@@ -6,7 +6,7 @@ everything; strides and dilations beyond the input; groups == channels; size-1 a
 arrays in any memory layout (non-contiguous, negative strides, read-only, big-endian) and
 sometimes one argument made invalid on purpose. Whatever is drawn, the call must
 
-* return the oracle's result within the suite's bounds (conftest.TOLERANCES; exact for
+* return the oracle's result within the suite's bounds (helpers.TOLERANCES; exact for
   8-bit problems), or
 * raise ValueError or TypeError whose message names an offending argument. Which names
   qualify comes from :class:`Expected`, worked out here from the SPEC's rules for the
@@ -34,7 +34,13 @@ from typing import Callable
 
 import numpy as np
 import pytest
-from conftest import (
+from hypothesis import event, given, note, strategies as st
+
+import convlab
+from convlab import params, quantized, registry, select, transpose
+from convlab.threads import effective_threads
+from tests.fuzz_profiles import fuzz_settings
+from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
     problem_of,
@@ -42,14 +48,8 @@ from conftest import (
     to_weights_format,
     tolerance,
 )
-from fuzz_profiles import fuzz_settings
-from hypothesis import event, given, note, strategies as st
-from test_inputs import permuted_view, read_only, reversed_view
-from test_transpose import assert_transpose_matches, forward_problem, scatter_reference
-
-import convlab
-from convlab import params, quantized, registry, select, transpose
-from convlab.threads import effective_threads
+from tests.test_inputs import permuted_view, read_only, reversed_view
+from tests.test_transpose import assert_transpose_matches, forward_problem, scatter_reference
 
 try:
     import ml_dtypes
@@ -654,7 +654,7 @@ def forced_refusal(problem, algorithm) -> str | None:
 
 def check_half(got, arrays, attributes, algorithm, problem):
     """tests/test_half.py's bound: the float32 bound, then one rounding to the half type."""
-    from test_half import half_bound
+    from tests.test_half import half_bound
 
     src, weights, bias = arrays["src"], arrays["weights"], arrays["bias"]
     assert got.dtype == problem.output_dtype, (got.dtype, problem.output_dtype)
@@ -687,7 +687,7 @@ def check_forward(got, call: Call, algorithm: str, out=None) -> None:
 
 
 def assert_close(got, expected, magnitude, length, dtype, algorithm, label):
-    """conftest's bound (:class:`conftest.Tolerance`) for results the oracle of this module
+    """The suite's bound (:class:`helpers.Tolerance`) for results the oracle of this module
     computes: eps(dtype) * factor * sqrt(length) times each element's magnitude."""
     bound = tolerance(algorithm)
     dtype = np.dtype(dtype)

@@ -15,15 +15,15 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import (
+
+import convlab
+from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
     problem_of,
     random_tensors,
     skip_unless_supported,
 )
-
-import convlab
 
 BATCH = 2
 # Extents differ per axis (and the mixed kernels are not cubes), so a swapped axis shows up.

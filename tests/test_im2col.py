@@ -11,13 +11,13 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from conftest import assert_matches_reference, problem_of, random_tensors
 
 import convlab
 from convlab import blas
 from convlab.kernels import _im2col
 from convlab.registry import get_algorithm
 from convlab.strategies import im2col
+from tests.helpers import assert_matches_reference, problem_of, random_tensors
 
 # (batch, input, kernel, IC, OC, attributes): a spread of paths and geometries.
 CHUNK_PROBLEMS = {

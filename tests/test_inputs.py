@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported
 
 import convlab
+from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported
 
 
 def reversed_view(a):

@@ -17,16 +17,16 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import (
+
+import convlab
+from convlab import cpu, postops
+from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
     problem_of,
     random_tensors,
     skip_unless_supported,
 )
-
-import convlab
-from convlab import cpu, postops
 
 LEVELS = cpu.ISA_LEVELS
 DETECTED = LEVELS.index(cpu.detected_isa())

@@ -19,8 +19,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from conftest import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported  # noqa: E402
-from onnx_cases import (  # noqa: E402
+import convlab  # noqa: E402
+from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported  # noqa: E402
+from tests.onnx_cases import (  # noqa: E402
     MODEL_ROOT,
     attribute_kinds,
     load_model_case,
@@ -28,15 +29,13 @@ from onnx_cases import (  # noqa: E402
     translate_attributes,
 )
 
-import convlab  # noqa: E402
-
 EXPECTED_NODE_CASES = 6
 EXPECTED_CONV_MODELS = 26
 # The expected outputs come from other float32 implementations (NumPy, PyTorch), so they are
 # compared with the float64 oracle at the ONNX backend runner's default tolerance (what the
 # node cases declare): that checks the semantics and the attribute translation. Each
 # algorithm is then held to its own bound against the oracle on the same inputs
-# (conftest.TOLERANCES), as in the grid.
+# (helpers.TOLERANCES), as in the grid.
 RTOL, ATOL = 1e-3, 1e-7
 
 

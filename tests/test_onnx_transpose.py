@@ -19,14 +19,16 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from onnx_cases import (  # noqa: E402
+import convlab  # noqa: E402
+from convlab import transpose  # noqa: E402
+from tests.onnx_cases import (  # noqa: E402
     MODEL_ROOT,
     attribute_kinds,
     load_model_case,
     node_case_runs,
     translate_attributes,
 )
-from test_transpose import (  # noqa: E402
+from tests.test_transpose import (  # noqa: E402
     TRANSPOSE_ALGORITHMS,
     assert_transpose_matches,
     from_transpose_weights,
@@ -34,9 +36,6 @@ from test_transpose import (  # noqa: E402
     skip_unless_transpose_supported,
     transpose_problem,
 )
-
-import convlab  # noqa: E402
-from convlab import transpose  # noqa: E402
 
 EXPECTED_NODE_CASES = 11
 EXPECTED_MODELS = 2

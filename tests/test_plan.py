@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import (
+
+import convlab
+from tests.helpers import (
     ALGORITHMS,
     MUTATES_REGISTRY,
     assert_matches_reference,
@@ -14,8 +16,6 @@ from conftest import (
     skip_unless_supported,
     temporary_algorithm,
 )
-
-import convlab
 
 ATTRIBUTES = dict(pads_begin=1, pads_end=(0, 1), groups=2)
 

@@ -13,7 +13,10 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import (
+
+import convlab
+from convlab import cost_model, measure, registry, select
+from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
     call_from_threads,
@@ -21,9 +24,6 @@ from conftest import (
     random_tensors,
     temporary_algorithm,
 )
-
-import convlab
-from convlab import cost_model, measure, registry, select
 
 ATTRIBUTES = dict(pads_begin=1, pads_end=1)
 

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from conftest import ALGORITHMS, assert_matches_reference, problem_of, random_tensors  # noqa: E402
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 import convlab  # noqa: E402
 from convlab import registry  # noqa: E402
+from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, random_tensors  # noqa: E402
 
 AUTO_PADS = ["none", "same_upper", "same_lower", "valid", "NOTSET", "SAME_UPPER", "SAME_LOWER",
              "VALID"]

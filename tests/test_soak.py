@@ -22,10 +22,10 @@ import time
 
 import numpy as np
 import pytest
-from conftest import ALGORITHMS, assert_matches_reference
 from threadpoolctl import threadpool_limits
 
 import convlab
+from tests.helpers import ALGORITHMS, assert_matches_reference
 
 psutil = pytest.importorskip("psutil")
 

@@ -7,7 +7,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import (
+
+import convlab
+from convlab.kernels import _runtime
+from convlab.threads import available_cores
+from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
     problem_of,
@@ -15,10 +19,6 @@ from conftest import (
     skip_unless_supported,
     thread_invariant,
 )
-
-import convlab
-from convlab.kernels import _runtime
-from convlab.threads import available_cores
 
 # (batch, input, kernel, attributes): enough output rows that two threads share them,
 # and one problem with a single output, less work than threads.

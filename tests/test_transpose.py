@@ -11,7 +11,11 @@ import math
 
 import numpy as np
 import pytest
-from conftest import (
+
+import convlab
+from convlab import params, select, transpose
+from convlab.threads import effective_threads
+from tests.helpers import (
     ALGORITHMS,
     MUTATES_REGISTRY,
     skip_unless_supported,
@@ -19,10 +23,6 @@ from conftest import (
     to_data_format,
     tolerance,
 )
-
-import convlab
-from convlab import params, select, transpose
-from convlab.threads import effective_threads
 
 TRANSPOSE_ALGORITHMS = ["auto", transpose.COL2IM] + ALGORITHMS
 
@@ -93,7 +93,7 @@ def skip_unless_transpose_supported(algorithm, tp):
 
 
 def assert_transpose_matches(got, src, weights, bias, attributes, algorithm, context=""):
-    """``got`` against the oracle within the path's tolerance (conftest.TOLERANCES).
+    """``got`` against the oracle within the path's tolerance (helpers.TOLERANCES).
 
     The reduction length is that of the forward convolution the path may run, IC/G *
     prod(K) (+1 with bias): an upper bound on the terms of any output element.

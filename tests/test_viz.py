@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 import pytest
-from conftest import run_python_in_checkout
 
 import convlab
 from convlab import registry, viz
 from convlab.viz import probe, render
+from tests.helpers import run_python_in_checkout
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")

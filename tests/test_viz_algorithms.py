@@ -14,12 +14,12 @@ import math
 
 import numpy as np
 import pytest
-from conftest import run_python_in_checkout
 
 import convlab
 from convlab import cost_model, select, viz, winograd_transforms as wt
 from convlab.strategies import im2col as im2col_strategy
 from convlab.viz import selection as vselection, winograd as vwinograd
+from tests.helpers import run_python_in_checkout
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")

@@ -12,12 +12,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import assert_matches_reference, to_data_format, to_weights_format
 
 import convlab
 from convlab import buffers, params, select, winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.strategies import winograd
+from tests.helpers import assert_matches_reference, to_data_format, to_weights_format
 
 VARIANTS = [f"winograd{m}" for m in winograd.TILE_SIZES]
 TILE = {name: int(name[len("winograd"):]) for name in VARIANTS}

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ALGORITHMS, to_data_format, to_weights_format
 
 import convlab
+from tests.helpers import ALGORITHMS, to_data_format, to_weights_format
 
 LAYOUTS = [("NCX", "OIX"), ("NXC", "XIO")]
 DTYPES = [np.float32, np.float64]
