@@ -37,7 +37,7 @@ def measure(suite, layer_names, contenders, large_mb, threads, rounds, block_sec
     """{contender: [(layer, median s at mb1, median s at large_mb)]}, each contender's two
     batches timed in alternating blocks (``rounds`` blocks each)."""
     small_layers = select_layers(shapes.load_suite(suite, mb=1), layer_names)
-    large_layers = {l.name: l for l in shapes.load_suite(suite, mb=large_mb)}
+    large_layers = {layer.name: layer for layer in shapes.load_suite(suite, mb=large_mb)}
     results = {name: [] for name in contenders}
     for small in small_layers:
         batches = (small, large_layers[small.name])

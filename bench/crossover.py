@@ -5,9 +5,10 @@
 A grid of square float32 convolutions at batch 1 (IC = OC = C, H = W = size; 3x3 stride 1
 pads 1 by default, or ``--kernel 1`` for 1x1) is timed with every auto contender at each
 thread count, each in a block of runs after a pause (as ``python -m convlab bench`` does).
-Each cell of the left maps shows the measured fastest algorithm; the right maps show what ``convlab.select_algorithm`` picks, with the
-regret of that pick (its measured time over the fastest) printed in the cell. The summary
-line says how often auto is right, as SciPy's ``choose_conv_method`` documents its accuracy.
+Each cell of the left maps shows the measured fastest algorithm; the right maps show what
+``convlab.select_algorithm`` picks, with the regret of that pick (its measured time over the
+fastest) printed in the cell. The summary line says how often auto is right, as SciPy's
+``choose_conv_method`` documents its accuracy.
 """
 from __future__ import annotations
 

@@ -23,8 +23,6 @@ import os
 import statistics
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from convlab import buffers, params, shapes  # noqa: E402

@@ -182,8 +182,8 @@ def problem_of(row):
     if row["suite"] == DESIGN_SUITE:
         layer = next(p.layer() for p in design.DESIGN if p.name == row["layer"])
     else:
-        layer = next(l for l in shapes.load_suite(row["suite"], mb=int(row["mb"]))
-                     if l.name == row["layer"])
+        layer = next(candidate for candidate in shapes.load_suite(row["suite"], mb=int(row["mb"]))
+                     if candidate.name == row["layer"])
     return layer.problem(mb=int(row["mb"]))
 
 

@@ -44,19 +44,24 @@ import shlex
 import statistics
 import sys
 
-
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
 from convlab import cost_model, select, shapes  # noqa: E402
-from convlab.calibration import store  # noqa: E402
 from convlab.benchmark import cpu_model, geo_mean, progress, time_rotation  # noqa: E402
+from convlab.calibration import store  # noqa: E402
 from convlab.threads import available_cores  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from fit_cost_model import (SHIPPED_DIR, DEFAULT_SUITES, git_commit,  # noqa: E402
-                            load_timings, problem_of, store_timings)
+from fit_cost_model import (  # noqa: E402
+    DEFAULT_SUITES,
+    SHIPPED_DIR,
+    git_commit,
+    load_timings,
+    problem_of,
+    store_timings,
+)
 
 
 def parse_args(argv=None):

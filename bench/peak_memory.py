@@ -81,7 +81,7 @@ def main(argv=None):
     layers = shapes.load_suite(args.suite, mb=args.mb)
     if args.layers:
         wanted = set(args.layers.split(","))
-        layers = [l for l in layers if wanted & {l.name, l.short_name}]
+        layers = [layer for layer in layers if wanted & {layer.name, layer.short_name}]
     algorithms = args.algorithms.split(",")
     mib = 2.0 ** 20
     print(f"command: python bench/peak_memory.py {' '.join(sys.argv[1:])}")

@@ -24,8 +24,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
 from convlab import cost_model, measure, shapes  # noqa: E402
-from convlab.benchmark import (IDLE_SECONDS, command_line, cpu_model, load_average,  # noqa: E402
-                               select_layers)
+from convlab.benchmark import IDLE_SECONDS, command_line, cpu_model, load_average, select_layers  # noqa: E402
 from convlab.threads import effective_threads  # noqa: E402
 
 CHOICES = ("measure", "estimate")

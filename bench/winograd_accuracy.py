@@ -23,8 +23,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import convlab  # noqa: E402
-from convlab import params  # noqa: E402
-from convlab import winograd_transforms as wt  # noqa: E402
+from convlab import (
+    params,  # noqa: E402
+    winograd_transforms as wt,  # noqa: E402
+)
 from convlab.strategies import winograd  # noqa: E402
 
 CHANNELS = (16, 64, 256, 512)

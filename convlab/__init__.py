@@ -31,7 +31,8 @@ from convlab.calibration.run import calibrate
 __version__ = "0.1.0"
 
 __all__ = [
-    "Algorithm", "Convolution", "ConvProblem", "Estimate", "algorithms", "calibrate", "clear_tune_cache", "conv_transpose", "convolve", "convolve_backward_data", "convolve_backward_weights", "effective_threads",
-    "explain", "make_problem", "reference", "register_algorithm", "select_algorithm", "set_tune_cache",
-    "unregister_algorithm",
+    "Algorithm", "Convolution", "ConvProblem", "Estimate", "algorithms", "calibrate",
+    "clear_tune_cache", "conv_transpose", "convolve", "convolve_backward_data",
+    "convolve_backward_weights", "effective_threads", "explain", "make_problem", "reference",
+    "register_algorithm", "select_algorithm", "set_tune_cache", "unregister_algorithm",
 ]

@@ -1,7 +1,8 @@
 """The public one-shot entry points: ``convolve``, ``select_algorithm`` and ``explain``."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Sequence
+from typing import Callable
 
 import numpy as np
 
@@ -47,9 +48,9 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
              groups: int = 1, data_format: str = "NXC", weights_format: str = "XIO",
              data_dilations: IntOrSeq = None, padding_mode: str = "zeros",
              src_zero_point=None, weights_zero_point=None, output_scale=None,
-             dst_zero_point=None, dst_dtype=None, post_ops: Optional[Sequence] = None,
-             algorithm: str = "auto", threads: Optional[int] = None,
-             out: Optional[np.ndarray] = None, precision: str = "default") -> np.ndarray:
+             dst_zero_point=None, dst_dtype=None, post_ops: Sequence | None = None,
+             algorithm: str = "auto", threads: int | None = None,
+             out: np.ndarray | None = None, precision: str = "default") -> np.ndarray:
     """N-D convolution (cross-correlation) as in oneDNN Graph / OpenVINO Convolution-1.
 
     ``dst[n, g*OCg+oc, o] = bias[g*OCg+oc] + sum_{ic,k} src[n, g*ICg+ic, o*S + k*D - P_b]
@@ -132,8 +133,8 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
         check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
     if q is not None:
         name = quantized.check_algorithm(algorithm, problem)
-        prepared = quantized.shifted_weights(weights, problem, q)
-        return execute_quantized(problem, name, src, prepared, q, ops, out, n_threads)
+        shifted = quantized.shifted_weights(weights, problem, q)
+        return execute_quantized(problem, name, src, shifted, q, ops, out, n_threads)
     canonical_bias = params.canonical_bias(bias, problem)
     prepared_by_name = {}
 
@@ -246,7 +247,7 @@ def _problem_and_threads(src, weights, bias, threads, attributes):
     return _describe_call(src, weights, bias, attributes), effective_threads(threads)
 
 
-def select_algorithm(src, weights, bias=None, *, threads: Optional[int] = None,
+def select_algorithm(src, weights, bias=None, *, threads: int | None = None,
                      precision: str = "default", **attributes) -> str:
     """The name of the algorithm ``algorithm="auto"`` would run for these arguments.
 
@@ -259,7 +260,7 @@ def select_algorithm(src, weights, bias=None, *, threads: Optional[int] = None,
     return select.choose(problem, n_threads, precision=precision)
 
 
-def explain(src, weights, bias=None, *, threads: Optional[int] = None,
+def explain(src, weights, bias=None, *, threads: int | None = None,
             precision: str = "default", **attributes) -> select.Explanation:
     """A readable account of the choice: each algorithm's verdict, estimate, and the pick.
 

@@ -21,7 +21,6 @@ With the forward ``dst = convolve(src, weights, bias, **attributes)`` and a loss
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, Tuple
 
 import numpy as np
 
@@ -45,7 +44,7 @@ def _check_shape(name: str, shape, expected, problem: ConvProblem) -> None:
                          f"{problem.data_format!r})")
 
 
-def _shape_argument(name: str, value) -> Tuple[int, ...]:
+def _shape_argument(name: str, value) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
         raise TypeError(f"{name}={value!r} must be a sequence of ints (an array shape)")
     return tuple(params._as_int(name, v) for v in value)
@@ -55,7 +54,7 @@ def convolve_backward_data(diff_dst, weights, src_shape: Sequence[int], *,
                            strides=None, pads_begin=None, pads_end=None, dilations=None,
                            auto_pad: str = "none", groups: int = 1, data_format: str = "NXC",
                            weights_format: str = "XIO", algorithm: str = "auto",
-                           threads: Optional[int] = None,
+                           threads: int | None = None,
                            precision: str = "default") -> np.ndarray:
     """Gradient of the loss with respect to ``src`` of :func:`convlab.convolve`.
 
@@ -121,8 +120,8 @@ def convolve_backward_weights(src, diff_dst, weights_shape: Sequence[int], *,
                               strides=None, pads_begin=None, pads_end=None, dilations=None,
                               auto_pad: str = "none", groups: int = 1,
                               data_format: str = "NXC", weights_format: str = "XIO",
-                              threads: Optional[int] = None
-                              ) -> Tuple[np.ndarray, np.ndarray]:
+                              threads: int | None = None
+                              ) -> tuple[np.ndarray, np.ndarray]:
     """Gradients of the loss with respect to ``weights`` and ``bias`` of
     :func:`convlab.convolve`.
 
@@ -181,7 +180,7 @@ def _padded_src(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
     return padded
 
 
-def _backward_weights(problem: ConvProblem, src, diff_dst) -> Tuple[np.ndarray, np.ndarray]:
+def _backward_weights(problem: ConvProblem, src, diff_dst) -> tuple[np.ndarray, np.ndarray]:
     g = problem.groups
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     dtype = problem.dtype

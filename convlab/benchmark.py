@@ -30,8 +30,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable
 
 import numpy as np
 
@@ -50,17 +51,17 @@ CHECK_TOLERANCE = 1e-4
 class Contender:
     label: str
     kind: str  # "convlab", "torch", "onnxruntime" or "gemm"
-    call: Optional[Callable[[], object]] = None  # None: cannot run this layer
+    call: Callable[[], object] | None = None  # None: cannot run this layer
     why_not: str = ""
     to_nxc: Callable[[object], np.ndarray] = lambda result: result
-    times: List[float] = field(default_factory=list)
-    error: Optional[float] = None
+    times: list[float] = field(default_factory=list)
+    error: float | None = None
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
-    first_call: Optional[float] = None  # a plan's first call (its choice, its preparation)
+    first_call: float | None = None  # a plan's first call (its choice, its preparation)
     runs: str = ""  # the algorithm a plan runs
 
     @property
-    def median(self) -> Optional[float]:
+    def median(self) -> float | None:
         return statistics.median(self.times) if self.times else None
 
     @property
@@ -223,7 +224,7 @@ print(json.dumps(seconds))
 """
 
 
-def matmul_seconds(layers, threads, repeats) -> List[float]:
+def matmul_seconds(layers, threads, repeats) -> list[float]:
     """NumPy's matmul on each layer's same-sized GEMM, (N * prod(O), IC/G * prod(K)) @
     (IC/G * prod(K), OC/G) per group, BLAS at ``threads``: what an im2col run could reach
     if unfolding were free.
@@ -372,7 +373,7 @@ def _warm_up(pause: float, calls, repeats: int, min_seconds: float) -> int:
 
 
 def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SECONDS,
-               min_seconds: float = 0.0) -> List[float]:
+               min_seconds: float = 0.0) -> list[float]:
     """Seconds of back-to-back calls, after a pause and one untimed call: ``repeats`` of
     them, or as many as take about ``min_seconds`` (judged by the untimed call, at most
     MAX_BLOCK_REPEATS), whichever is more. Tiny layers then get enough calls for a
@@ -393,7 +394,7 @@ def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SEC
 
 def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
                   pause: float = IDLE_SECONDS, min_seconds: float = 0.0,
-                  seed: int = 0) -> List[List[float]]:
+                  seed: int = 0) -> list[list[float]]:
     """:func:`time_block` for several calls sharing one block: after the pause and one
     untimed call of each, ``repeats`` rounds (or as many as take about ``min_seconds``)
     of one timed call each, in a fresh random order every round. Each timed call follows
@@ -405,7 +406,7 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
     repeats = _warm_up(pause, calls, repeats, min_seconds)
     shuffle = random.Random(seed).shuffle
     order = list(range(len(calls)))
-    times: List[List[float]] = [[] for _ in calls]
+    times: list[list[float]] = [[] for _ in calls]
     for _ in range(repeats):
         shuffle(order)
         for index in order:
@@ -433,7 +434,7 @@ def fmt_ratio(value, width=9):
     return f"{'-':>{width}}" if value is None else f"{value:>{width - 1}.2f}x"
 
 
-def display_names(layers) -> List[str]:
+def display_names(layers) -> list[str]:
     """Names without the network prefix when every layer shares it (``resnet_50:``)."""
     prefixes = {layer.name.split(":", 1)[0] for layer in layers if ":" in layer.name}
     if len(prefixes) == 1 and all(":" in layer.name for layer in layers):
@@ -445,7 +446,7 @@ def cpu_model() -> str:
     return cpu.cpu_model()
 
 
-def machine_lines() -> List[str]:
+def machine_lines() -> list[str]:
     """The CPU the run measured and where the selector's constants came from."""
     info = cpu.cpu_info()
     caches = ", ".join(f"{level} {_size_text(size)}" for level, size in info["caches"].items())
@@ -677,7 +678,7 @@ def progress(items, suite):
                 disable=not sys.stderr.isatty())
 
 
-def regret(contenders) -> Optional[float]:
+def regret(contenders) -> float | None:
     """auto's time over the fastest registered algorithm's time on this layer (1 = ideal)."""
     by = {c.label: c for c in contenders}
     auto = by.get("auto")
@@ -687,12 +688,12 @@ def regret(contenders) -> Optional[float]:
     return auto.median / min(times)
 
 
-def fastest(contenders) -> Optional[str]:
+def fastest(contenders) -> str | None:
     runs = [c for c in contenders if is_algorithm(c) and c.median is not None]
     return min(runs, key=lambda c: c.median).label if runs else None
 
 
-def plan_regret(contenders) -> Optional[Tuple[float, str, str]]:
+def plan_regret(contenders) -> tuple[float, str, str] | None:
     """The plan's time (calls after its first) over the fastest of the plans forced to one
     algorithm ("plan:<name>", weights prepared alike), or, without those, of the one-shot
     algorithms (which also prepare the weights on every call: a looser bar); and that
@@ -709,7 +710,7 @@ def plan_regret(contenders) -> Optional[Tuple[float, str, str]]:
     return plan.median / best.median, best.label, plan.runs
 
 
-def first_call_ratio(contenders) -> Optional[float]:
+def first_call_ratio(contenders) -> float | None:
     """The plan's first call (choosing, preparing, running) over a later call."""
     plan = next((c for c in contenders if c.label == "plan"), None)
     if plan is None or plan.first_call is None or plan.median is None:
@@ -717,7 +718,7 @@ def first_call_ratio(contenders) -> Optional[float]:
     return plan.first_call / plan.median
 
 
-def _ort_over_plan(contenders) -> Optional[float]:
+def _ort_over_plan(contenders) -> float | None:
     by = {c.label: c for c in contenders}
     plan, ort = by.get("plan"), by.get("onnxrt")
     if plan is None or ort is None or plan.median is None or ort.median is None:
@@ -745,7 +746,7 @@ def extra_columns(contenders) -> str:
     return text
 
 
-def _best_family_ratio(contenders, prefix) -> Optional[float]:
+def _best_family_ratio(contenders, prefix) -> float | None:
     """torch's time over the fastest contender whose name starts with ``prefix``."""
     by = {c.label: c for c in contenders}
     family = [c.median for c in contenders
@@ -764,7 +765,7 @@ def _best_family_ratio(contenders, prefix) -> Optional[float]:
 GEMM_BOUND_MIN_FLOPS = 10_000_000
 
 
-def im2col_over_matmul(contenders) -> Optional[float]:
+def im2col_over_matmul(contenders) -> float | None:
     """im2col's rate as a share of NumPy matmul's on the same-sized product."""
     by = {c.label: c for c in contenders}
     im2col, matmul = by.get("im2col"), by.get("matmul")
@@ -773,7 +774,7 @@ def im2col_over_matmul(contenders) -> Optional[float]:
     return matmul.median / im2col.median
 
 
-def selection_summary(results, names) -> List[str]:
+def selection_summary(results, names) -> list[str]:
     """How good auto's choice was over the suite, and plan against ONNX Runtime."""
     lines = []
     regrets = [(regret(cs), name) for name, (_, cs) in zip(names, results)]
@@ -844,7 +845,7 @@ def gemm_share_summary(shares) -> str:
     return text
 
 
-def _ratio(torch_contender: Optional[Contender], contender: Contender) -> Optional[float]:
+def _ratio(torch_contender: Contender | None, contender: Contender) -> float | None:
     if torch_contender is None or torch_contender.median is None or contender.median is None:
         return None
     return torch_contender.median / contender.median
@@ -853,8 +854,8 @@ def _ratio(torch_contender: Optional[Contender], contender: Contender) -> Option
 @dataclass
 class Layout:
     name: int  # width of the layer-name column
-    rates: List[int]  # width of each GFLOP/s column
-    ratios: List[int]  # width of each torch-ratio column
+    rates: list[int]  # width of each GFLOP/s column
+    ratios: list[int]  # width of each torch-ratio column
 
 
 def row(name, count, work, layout, rates, ratios, marks=None) -> str:
@@ -866,7 +867,7 @@ def row(name, count, work, layout, rates, ratios, marks=None) -> str:
     return text
 
 
-def summary_rows(results, labels, ratio_labels, layout) -> List[str]:
+def summary_rows(results, labels, ratio_labels, layout) -> list[str]:
     """Geo-means over layers, and network totals that count each layer ``multiplicity``
     times (only when a contender ran every layer, else the total would not compare)."""
     def contender(cs, label):
@@ -914,7 +915,7 @@ def network_seconds(results):
     return totals
 
 
-def _fastest_seconds(results, pick) -> Optional[float]:
+def _fastest_seconds(results, pick) -> float | None:
     """The network time of the fastest contender among ``pick`` on each layer."""
     total = 0.0
     for layer, contenders in results:
@@ -925,7 +926,7 @@ def _fastest_seconds(results, pick) -> Optional[float]:
     return total
 
 
-def network_summary(results) -> List[str]:
+def network_summary(results) -> list[str]:
     """Network times (each layer's median x its multiplicity, summed) per contender, the
     fastest algorithm per layer's, and the torch/convlab and onnxrt/plan ratios of them."""
     seconds = network_seconds(results)

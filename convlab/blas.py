@@ -19,14 +19,13 @@ import functools
 import importlib.util
 import os
 from pathlib import Path
-from typing import Dict, Optional
 
 PACKAGE = "scipy_openblas32"
 SYMBOL_PREFIX = "scipy_"
 ENVIRONMENT = "CONVLAB_BLAS"
 CHOICES = ("scipy-openblas32", "scipy")
 
-def _library_file() -> Optional[Path]:
+def _library_file() -> Path | None:
     """The package's shared library, found without importing the package."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
@@ -49,7 +48,7 @@ def requested() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def load_openblas() -> Optional[Dict[str, object]]:
+def load_openblas() -> dict[str, object] | None:
     """``{"name", "version", "path", "sgemm", "dgemm"}`` of scipy-openblas32 (function
     addresses as ints), loaded once and kept loaded; None when it is not installed."""
     path = _library_file()
@@ -71,7 +70,7 @@ def load_openblas() -> Optional[Dict[str, object]]:
                                  ctypes.c_void_p).value}
 
 
-def install(kernel, choice: Optional[str] = None) -> Dict[str, str]:
+def install(kernel, choice: str | None = None) -> dict[str, str]:
     """Point ``kernel`` (convlab.kernels._im2col) at the chosen library's GEMMs; returns
     ``{"name", "version", "path"}`` of what it now calls ("path" is None for SciPy's,
     which threadpoolctl finds by itself)."""

@@ -12,7 +12,7 @@ import argparse
 import math
 import os
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
 def _positive_int(text: str) -> int:
@@ -63,7 +63,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m convlab",
                                      description="N-D convolutions on the CPU.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -149,7 +149,7 @@ def _calibrate(args) -> int:
     print(result)
     print(f"key: {result.key}")
     for name, by_threads in provenance["residuals"].items():
-        for threads, r in by_threads.items():
+        for r in by_threads.values():
             print(f"  {name:10s} {r['timings']:3d} timings, estimate/measured median "
                   f"{r['median_ratio']:.2f}, 10-90% {r['p10_ratio']:.2f}-{r['p90_ratio']:.2f}")
     for label, regret in provenance["in_sample_regret"].items():

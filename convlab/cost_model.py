@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
 
 from convlab import cpu
 from convlab.calibration import store
@@ -56,18 +56,18 @@ class ConstantSet:
     ``origin`` is "calibrated" (``path`` is the file) or "shipped" (``level`` names the
     set; ``isa`` is the effective level it serves, which may lack a set of its own)."""
 
-    data: Dict
+    data: dict
     origin: str
     level: str
     isa: str
     threads: int
-    path: Optional[str] = None
+    path: str | None = None
 
 
 _generation = 0
 
 
-def generation() -> Tuple[int, str]:
+def generation() -> tuple[int, str]:
     """A value that changes whenever the constants in force may have changed: a reload, or
     another effective ISA level (caches of choices made with them key on it)."""
     return _generation, cpu.effective_isa()
@@ -87,13 +87,13 @@ def _default_threads() -> int:
     return effective_threads(None)
 
 
-def in_force(threads: Optional[int] = None) -> ConstantSet:
+def in_force(threads: int | None = None) -> ConstantSet:
     """The constants estimates at ``threads`` threads use (default: the effective count)."""
     return _in_force(_default_threads() if threads is None else int(threads),
                      cpu.effective_isa())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _in_force(threads: int, isa: str) -> ConstantSet:
     """``isa``, the effective level, keys the cache: a change of the cap changes the set."""
     key = store.current_key(threads)
@@ -126,19 +126,19 @@ def _ignore(what: str, why: str, level: str) -> None:
                   f"machine)", RuntimeWarning, stacklevel=4)
 
 
-def fitted(threads: Optional[int] = None) -> Dict:
+def fitted(threads: int | None = None) -> dict:
     """The set in force at ``threads`` threads, as stored: ``{"source": {...},
     "constants": {algorithm: {threads: {term: seconds per unit}}}, "selection_margins":
     {...}}``."""
     return in_force(threads).data
 
 
-def constants_for(algorithm: str, threads: int) -> Dict[str, float]:
+def constants_for(algorithm: str, threads: int) -> dict[str, float]:
     """The algorithm's constants in force at ``threads`` (:func:`store.constants_at`)."""
     return store.constants_at(fitted(threads)["constants"][algorithm], threads)
 
 
-def selection_margin(algorithm: str, threads: Optional[int] = None) -> float:
+def selection_margin(algorithm: str, threads: int | None = None) -> float:
     """How much lower than the others' an algorithm's estimate must be for "auto" to pick
     it, as a fraction (0 unless the fit set one)."""
     return float(fitted(threads).get("selection_margins", {}).get(algorithm, 0.0))
@@ -156,7 +156,7 @@ def measure_margin() -> float:
     return float(fitted().get("measure_margin", DEFAULT_MEASURE_MARGIN))
 
 
-def describe_constants(threads: Optional[int] = None) -> str:
+def describe_constants(threads: int | None = None) -> str:
     """Which constants estimates at ``threads`` threads use and where they came from, in one
     line (for ``explain``, the demo and the bench header)."""
     chosen = in_force(threads)
@@ -176,7 +176,7 @@ def describe_constants(threads: Optional[int] = None) -> str:
             f"{source.get('date', '?')} by {command}")
 
 
-def source(threads: Optional[int] = None) -> str:
+def source(threads: int | None = None) -> str:
     """Where the constants in force came from, in one line (:func:`describe_constants`)."""
     return describe_constants(threads)
 
@@ -208,7 +208,7 @@ def seconds(estimate: Estimate, prepared: bool = False) -> float:
 
 
 def compared_seconds(algorithm: str, estimate: Estimate, prepared: bool = False,
-                     threads: Optional[int] = None) -> float:
+                     threads: int | None = None) -> float:
     """What "auto" ranks an algorithm by: its estimate times 1 + its selection margin (that
     of the constants in force at ``threads``)."""
     return seconds(estimate, prepared) * (1.0 + selection_margin(algorithm, threads))

@@ -20,7 +20,8 @@ import os
 import platform
 import threading
 import warnings
-from typing import Callable, Dict, Iterator, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any, Callable
 
 # Instruction-set levels, narrowest first. "baseline" is what the build targets everywhere
 # (SSE2 on x86-64, plain C elsewhere); the wider ones are chosen at run time: "avx2" is
@@ -31,8 +32,8 @@ ISA_LEVELS = ("baseline", "avx2", "avx512")
 ENVIRONMENT = "CONVLAB_MAX_CPU_ISA"
 
 
-def _cpuinfo_fields() -> Dict[str, str]:
-    fields: Dict[str, str] = {}
+def _cpuinfo_fields() -> dict[str, str]:
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -55,7 +56,7 @@ def cpu_model() -> str:
     return f"{name} ({', '.join(ids)})" if ids else name
 
 
-def _parse_size(text: str) -> Optional[int]:
+def _parse_size(text: str) -> int | None:
     text = text.strip().upper()
     units = {"K": 1024, "M": 1024**2, "G": 1024**3}
     try:
@@ -67,10 +68,10 @@ def _parse_size(text: str) -> Optional[int]:
 
 
 @functools.lru_cache(maxsize=1)
-def cache_sizes() -> Dict[str, int]:
+def cache_sizes() -> dict[str, int]:
     """Bytes of each data cache level as one core sees it (``L1d``, ``L2``, ``L3``), read
     from sysfs; levels the OS does not report are missing from the dict."""
-    sizes: Dict[str, int] = {}
+    sizes: dict[str, int] = {}
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = sorted(os.listdir(base))
@@ -95,7 +96,7 @@ def cache_sizes() -> Dict[str, int]:
 
 
 @functools.lru_cache(maxsize=1)
-def supported_levels() -> Tuple[str, ...]:
+def supported_levels() -> tuple[str, ...]:
     """The levels this CPU (and its OS) can run with this build, narrowest first; the cap
     does not change them."""
     from convlab.kernels import _runtime
@@ -118,13 +119,13 @@ def effective_isa() -> str:
 # --------------------------------------------------------------------------- the cap
 
 _lock = threading.RLock()
-_cap: Optional[str] = None         # the level asked for; None: no cap
-_cap_source: Optional[str] = None  # ENVIRONMENT or "set_max_isa" while a cap is in force
+_cap: str | None = None         # the level asked for; None: no cap
+_cap_source: str | None = None  # ENVIRONMENT or "set_max_isa" while a cap is in force
 # kernel module name -> its _set_isa_cap(level index), for every module imported so far
-_followers: Dict[str, Callable[[int], int]] = {}
+_followers: dict[str, Callable[[int], int]] = {}
 
 
-def _level_index(cap: Optional[str]) -> int:
+def _level_index(cap: str | None) -> int:
     return len(ISA_LEVELS) - 1 if cap is None else ISA_LEVELS.index(cap)
 
 
@@ -136,7 +137,7 @@ def _follow_cap(module_name: str, set_cap: Callable[[int], int]) -> None:
         set_cap(_level_index(_cap))
 
 
-def _apply(cap: Optional[str], source: Optional[str]) -> None:
+def _apply(cap: str | None, source: str | None) -> None:
     global _cap, _cap_source
     with _lock:
         _cap, _cap_source = cap, (None if cap is None else source)
@@ -144,7 +145,7 @@ def _apply(cap: Optional[str], source: Optional[str]) -> None:
             set_cap(_level_index(cap))
 
 
-def _parse(value, what: str) -> Optional[str]:
+def _parse(value, what: str) -> str | None:
     """A level name in any case (None stays None) -> its ISA_LEVELS spelling."""
     if value is None:
         return None
@@ -159,14 +160,14 @@ def _parse(value, what: str) -> Optional[str]:
     return name
 
 
-def _warn_if_above_cpu(cap: Optional[str], what: str, stacklevel: int) -> None:
+def _warn_if_above_cpu(cap: str | None, what: str, stacklevel: int) -> None:
     detected = detected_isa()
     if cap is not None and ISA_LEVELS.index(cap) > ISA_LEVELS.index(detected):
         warnings.warn(f"{what}={cap!r} is above what this CPU runs; the kernels use "
                       f"{detected!r}", RuntimeWarning, stacklevel=stacklevel + 1)
 
 
-def set_max_isa(level: Optional[str]) -> Optional[str]:
+def set_max_isa(level: str | None) -> str | None:
     """Cap every kernel's instruction-set level at ``level`` ("baseline", "avx2" or
     "avx512", any case; None removes the cap), as ``CONVLAB_MAX_CPU_ISA`` does at import.
     Returns the previous cap (None for none), so ``set_max_isa(previous)`` restores it.
@@ -185,7 +186,7 @@ def set_max_isa(level: Optional[str]) -> Optional[str]:
 
 
 @contextlib.contextmanager
-def max_isa(level: Optional[str]) -> Iterator[str]:
+def max_isa(level: str | None) -> Iterator[str]:
     """Run the block with the kernels capped at ``level`` (see :func:`set_max_isa`), then
     restore the cap before it; yields the level in effect."""
     cap = _parse(level, "level")
@@ -199,7 +200,7 @@ def max_isa(level: Optional[str]) -> Iterator[str]:
         _apply(*before)
 
 
-def max_isa_cap() -> Tuple[Optional[str], Optional[str]]:
+def max_isa_cap() -> tuple[str | None, str | None]:
     """(the cap in force or None, where it came from: "CONVLAB_MAX_CPU_ISA",
     "set_max_isa" or None)."""
     with _lock:
@@ -221,7 +222,7 @@ def _read_environment() -> None:
     _apply(cap, ENVIRONMENT)
 
 
-def kernel_isa_levels() -> Dict[str, Dict[str, object]]:
+def kernel_isa_levels() -> dict[str, dict[str, object]]:
     """Per part of each compiled kernel module ("direct", "winograd_transforms",
     "im2col_unfold", "<module>_epilogue", ...): the level it runs at now and the levels it
     has code for, e.g. ``{"now": "avx2", "built": ("baseline", "avx2", "avx512")}``. The
@@ -231,9 +232,9 @@ def kernel_isa_levels() -> Dict[str, Dict[str, object]]:
 
     import convlab.kernels
 
-    for module in pkgutil.iter_modules(convlab.kernels.__path__, "convlab.kernels."):
-        importlib.import_module(module.name)
-    parts: Dict[str, Dict[str, object]] = {}
+    for found in pkgutil.iter_modules(convlab.kernels.__path__, "convlab.kernels."):
+        importlib.import_module(found.name)
+    parts: dict[str, dict[str, object]] = {}
     with _lock:
         names = list(_followers)
     for name in names:
@@ -254,7 +255,7 @@ def cache_bytes(level: str, fallback: int) -> int:
     return size if size and size > 0 else fallback
 
 
-def cpu_info() -> Dict[str, object]:
+def cpu_info() -> dict[str, Any]:
     """Model, architecture, cache sizes, the detected and effective ISA levels, and the
     cap in force (None for none) with where it came from (``CONVLAB_MAX_CPU_ISA`` or
     ``set_max_isa``)."""
@@ -271,7 +272,7 @@ def _format_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def summary(info: Optional[Dict[str, object]] = None) -> str:
+def summary(info: dict[str, Any] | None = None) -> str:
     """One line: model, caches, and the ISA level in effect (with the detected one and the
     cap, when a cap lowers it)."""
     info = cpu_info() if info is None else info

@@ -13,7 +13,7 @@ import math
 import os
 import statistics
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -152,7 +152,7 @@ def constants_note(threads: int) -> str:
 
 # --------------------------------------------------------------------------- the demo
 
-def run_demo(threads: Optional[int] = None, repeats: int = 5) -> int:
+def run_demo(threads: int | None = None, repeats: int = 5) -> int:
     """Run the demo workload and print a table; returns a process exit code (0 = fine)."""
     started = time.perf_counter()
     if repeats < 1:

@@ -21,7 +21,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Tuple
+from typing import Callable
 
 from convlab import cost_model, select
 from convlab.params import ConvProblem
@@ -52,11 +52,11 @@ class Measurement:
     them were timed and how long they took (median seconds), and the pick."""
 
     choice: str
-    estimates: Dict[str, float]
-    seconds: Dict[str, float] = field(default_factory=dict)
+    estimates: dict[str, float]
+    seconds: dict[str, float] = field(default_factory=dict)
     margin: float = 0.0
     # Within the margin but not timed: the contender cap or the time limit stopped it.
-    not_timed: Tuple[str, ...] = ()
+    not_timed: tuple[str, ...] = ()
     # Seconds the whole measurement took (preparing and running every timed contender).
     total_seconds: float = 0.0
 
@@ -64,7 +64,7 @@ class Measurement:
     def measured(self) -> bool:
         return bool(self.seconds)
 
-    def to_dict(self) -> Dict:
+    def to_dict(self) -> dict:
         return {"choice": self.choice, "measured": self.measured,
                 "estimated_seconds": dict(self.estimates),
                 "measured_seconds": dict(self.seconds), "margin": self.margin,
@@ -88,7 +88,7 @@ class Measurement:
 
 
 def close_contenders(problem: ConvProblem, threads: int, precision: str,
-                     margin: float) -> Tuple[List[Tuple[str, float]], List[Tuple[str, float]]]:
+                     margin: float) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """``(close, all)``: the contenders as (name, compared prepared estimate), lowest first;
     ``close`` are those within ``1 + margin`` of the lowest."""
     ranked = sorted(((row.name, cost_model.compared_seconds(row.name, row.estimate, True))
@@ -113,8 +113,8 @@ def measure(problem: ConvProblem, threads: int, precision: str,
     if len(close) == 1:
         return Measurement(close[0][0], estimates, margin=margin)
     started = clock()
-    seconds: Dict[str, float] = {}
-    not_timed: List[str] = []
+    seconds: dict[str, float] = {}
+    not_timed: list[str] = []
     for index, (name, _) in enumerate(close):
         if index >= MAX_CONTENDERS or (seconds and clock() - started >= TIME_LIMIT_SECONDS):
             not_timed.append(name)

@@ -14,13 +14,14 @@ and back in :func:`user_dst`, at the API boundary only.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import numbers
 import operator
-import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
+from typing import Literal, Union, cast
 
 import numpy as np
 
@@ -49,13 +50,13 @@ class ConvProblem:
     in_channels: int
     out_channels: int
     groups: int
-    input_shape: Tuple[int, ...]
-    kernel_shape: Tuple[int, ...]
-    output_shape: Tuple[int, ...]
-    strides: Tuple[int, ...]
-    dilations: Tuple[int, ...]
-    pads_begin: Tuple[int, ...]
-    pads_end: Tuple[int, ...]
+    input_shape: tuple[int, ...]
+    kernel_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
     dtype: np.dtype
     has_bias: bool
     data_format: str = "NXC"
@@ -63,15 +64,15 @@ class ConvProblem:
     # What the caller stores, when it differs from the compute dtype ``dtype``: float16 or
     # bfloat16 results computed in float32, or the dst dtype of an 8-bit problem (whose
     # ``dtype`` is the int32 accumulator). None: the result has dtype ``dtype``.
-    result_dtype: Optional[np.dtype] = None
+    result_dtype: np.dtype | None = None
     # Set when the src is materialised at the boundary (data dilation, or a padding_mode
     # other than "zeros": docs/specification.md §2.5, §2.6): the caller's spatial extents,
     # the data dilations and the pads written into the materialised src. ``input_shape``
     # and the pads above then describe the materialised src that every algorithm sees.
-    source_shape: Optional[Tuple[int, ...]] = None
-    data_dilations: Optional[Tuple[int, ...]] = None
+    source_shape: tuple[int, ...] | None = None
+    data_dilations: tuple[int, ...] | None = None
     padding_mode: str = "zeros"
-    materialized_pads: Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]] = None
+    materialized_pads: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     @property
     def output_dtype(self) -> np.dtype:
@@ -131,23 +132,23 @@ class ConvProblem:
                 * self.in_channels_per_group * self.kernel_size)
 
     @property
-    def src_shape(self) -> Tuple[int, ...]:
+    def src_shape(self) -> tuple[int, ...]:
         """src shape in the user's data_format."""
         spatial = self.input_shape if self.source_shape is None else self.source_shape
         return _data_shape(self.batch, self.in_channels, spatial, self.data_format)
 
     @property
-    def dst_shape(self) -> Tuple[int, ...]:
+    def dst_shape(self) -> tuple[int, ...]:
         """dst shape in the user's data_format."""
         return _data_shape(self.batch, self.out_channels, self.output_shape, self.data_format)
 
     @property
-    def canonical_dst_shape(self) -> Tuple[int, ...]:
+    def canonical_dst_shape(self) -> tuple[int, ...]:
         """dst shape in the canonical (N, O..., OC) layout the kernels write."""
         return (self.batch, *self.output_shape, self.out_channels)
 
     @property
-    def weights_shape(self) -> Tuple[int, ...]:
+    def weights_shape(self) -> tuple[int, ...]:
         """weights shape in the user's weights_format."""
         return _weights_shape(self.out_channels, self.in_channels_per_group,
                               self.kernel_shape, self.weights_format)
@@ -172,6 +173,7 @@ class ConvProblem:
         if self.data_dilations is not None:
             extras.append(f" ld{sp(map(str, self.data_dilations))}")
         if self.padding_mode != "zeros":
+            assert self.materialized_pads is not None  # make_problem sets them for the mode
             begin, end = self.materialized_pads
             extras.append(f" {self.padding_mode}{sp(map(str, begin))}_{sp(map(str, end))}")
         return "".join(extras)
@@ -200,19 +202,21 @@ def _as_int(name: str, value) -> int:
     return operator.index(value)
 
 
-def _spatial_tuple(name: str, value: IntOrSeq, rank: int, default: int, minimum) -> Tuple[int, ...]:
+def _spatial_tuple(name: str, value: IntOrSeq, rank: int, default: int, minimum) -> tuple[int, ...]:
     """An int applies to every axis; a sequence must have exactly ``rank`` entries."""
     if value is None:
         return (default,) * rank
-    if isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_)):
+    if (isinstance(value, (numbers.Integral, np.integer))
+            and not isinstance(value, (bool, np.bool_))):
         values = (operator.index(value),) * rank
     elif isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
         raise TypeError(f"{name}={value!r} must be an int or a sequence of {rank} ints")
     else:
-        if len(value) != rank:
-            raise ValueError(f"{name}={tuple(value)!r} must have {rank} entries, one per "
-                             f"spatial axis (got {len(value)})")
-        values = tuple(_as_int(name, v) for v in value)
+        sequence = cast("Sequence[int]", value)  # an int took the first branch
+        if len(sequence) != rank:
+            raise ValueError(f"{name}={tuple(sequence)!r} must have {rank} entries, one per "
+                             f"spatial axis (got {len(sequence)})")
+        values = tuple(_as_int(name, v) for v in sequence)
     if minimum is not None:
         for axis, v in enumerate(values):
             if v < minimum:
@@ -259,10 +263,7 @@ def resolve_auto_pad(auto_pad, input_shape, kernel_shape, strides, dilations):
             continue
         out = -(-i // s)
         total = max(0, (out - 1) * s + (k - 1) * d + 1 - i)
-        if auto_pad == "same_upper":
-            begin = total // 2
-        else:
-            begin = total - total // 2
+        begin = total // 2 if auto_pad == "same_upper" else total - total // 2
         pads_begin.append(begin)
         pads_end.append(total - begin)
     return tuple(pads_begin), tuple(pads_end)
@@ -370,11 +371,10 @@ def problem_dtypes(src, weights, bias, dst_dtype):
                             f"({src_dtype if eight[0] else weights_dtype}); quantized "
                             f"convolution expects int8 or uint8 src and weights")
         bias_name, bias_dtype = bias
-        if bias_dtype is not None:
-            if not (bias_dtype.kind in "iu" or bias_dtype.kind == "f" or is_half(bias_dtype)):
-                raise TypeError(f"bias has dtype {bias_dtype}; expected an integer bias "
-                                f"(added to the int32 accumulator) or a floating one "
-                                f"(added after output_scale)")
+        if bias_dtype is not None and not (bias_dtype.kind in "iuf" or is_half(bias_dtype)):
+            raise TypeError(f"bias has dtype {bias_dtype}; expected an integer bias "
+                            f"(added to the int32 accumulator) or a floating one "
+                            f"(added after output_scale)")
         result = np.dtype(np.int32) if dst_dtype is None else parse_dst_dtype(dst_dtype)
         return np.dtype(np.int32), (None if result == np.dtype(np.int32) else result)
     if dst_dtype is not None:
@@ -558,8 +558,8 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
     else:
         # docs/specification.md §2.5 (nGraph): L - 1 zeros between neighbours, extent
         # L * (I - 1) + 1
-        source_shape = tuple(input_shape)
-        input_shape = tuple(l * (i - 1) + 1 for l, i in zip(data_dilations, input_shape))
+        source_shape: tuple[int, ...] | None = tuple(input_shape)
+        input_shape = tuple(step * (i - 1) + 1 for step, i in zip(data_dilations, input_shape))
         if _prod(input_shape) * batch * in_channels > MAX_ELEMENTS:
             raise ValueError(f"data_dilations={data_dilations!r} stretch src to spatial "
                              f"extents {input_shape}; expected at most {MAX_ELEMENTS} "
@@ -571,7 +571,7 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
         pads_begin, pads_end = resolve_auto_pad(auto_pad, input_shape, kernel_shape, strides,
                                                 dilations)
 
-    output_shape = []
+    output_extents = []
     for axis in range(rank):
         i, k, s, d = input_shape[axis], kernel_shape[axis], strides[axis], dilations[axis]
         pb, pe = pads_begin[axis], pads_end[axis]
@@ -591,8 +591,8 @@ def _build_problem(src_shape, src_dtype, weights_shape, weights_dtype, bias_shap
                              f"than the padded input extent {padded} (src I={i}, pads_begin="
                              f"{pb}, pads_end={pe}, auto_pad={auto_pad!r}); the output would "
                              f"be empty")
-        output_shape.append(o)
-    output_shape = tuple(output_shape)
+        output_extents.append(o)
+    output_shape = tuple(output_extents)
 
     materialized_pads = None
     if padding_mode != "zeros":
@@ -659,25 +659,25 @@ def _check_mode_pads(padding_mode, extents, pads_begin, pads_end) -> None:
 # Axis permutations as plain tuples: ``ndarray.transpose`` with a ready permutation costs
 # well under a microsecond, ``np.moveaxis`` several, and these run on every call.
 @functools.lru_cache(maxsize=16)
-def _channels_last(ndim: int) -> Tuple[int, ...]:
+def _channels_last(ndim: int) -> tuple[int, ...]:
     """(N, C, X...) -> (N, X..., C)."""
     return (0, *range(2, ndim), 1)
 
 
 @functools.lru_cache(maxsize=16)
-def _channels_first(ndim: int) -> Tuple[int, ...]:
+def _channels_first(ndim: int) -> tuple[int, ...]:
     """(N, X..., C) -> (N, C, X...)."""
     return (0, ndim - 1, *range(1, ndim - 1))
 
 
 @functools.lru_cache(maxsize=16)
-def _oix_to_xio(ndim: int) -> Tuple[int, ...]:
+def _oix_to_xio(ndim: int) -> tuple[int, ...]:
     """(OC, ICg, K...) -> (K..., ICg, OC)."""
     return (*range(2, ndim), 1, 0)
 
 
 @functools.lru_cache(maxsize=16)
-def _group_first(ndim: int) -> Tuple[int, ...]:
+def _group_first(ndim: int) -> tuple[int, ...]:
     """(K..., ICg, G, OCg) -> (G, K..., ICg, OCg)."""
     return (ndim - 2, *range(ndim - 2), ndim - 1)
 
@@ -694,7 +694,8 @@ def canonical_src(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
     return aligned(np.ascontiguousarray(src, dtype=problem.dtype))
 
 
-_NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_NUMPY_PAD_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {
+    "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 def materialize(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
@@ -710,7 +711,8 @@ def materialize(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
     if problem.data_dilations is not None:
         stretched = np.zeros((src.shape[0], *_dilated_extents(problem), src.shape[-1]),
                              dtype=src.dtype)
-        stretched[(slice(None), *(slice(None, None, l) for l in problem.data_dilations))] = src
+        every_step = tuple(slice(None, None, step) for step in problem.data_dilations)
+        stretched[(slice(None), *every_step)] = src
         src = stretched
     if problem.materialized_pads is not None:
         begin, end = problem.materialized_pads
@@ -721,8 +723,10 @@ def materialize(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
     return np.ascontiguousarray(src)
 
 
-def _dilated_extents(problem: ConvProblem) -> Tuple[int, ...]:
-    return tuple(l * (i - 1) + 1 for l, i in zip(problem.data_dilations, problem.source_shape))
+def _dilated_extents(problem: ConvProblem) -> tuple[int, ...]:
+    assert problem.data_dilations is not None and problem.source_shape is not None
+    return tuple(step * (i - 1) + 1
+                 for step, i in zip(problem.data_dilations, problem.source_shape))
 
 
 def canonical_weights(weights: np.ndarray, problem: ConvProblem,
@@ -740,7 +744,7 @@ def canonical_weights(weights: np.ndarray, problem: ConvProblem,
     return np.ascontiguousarray(grouped, dtype=problem.dtype)
 
 
-def canonical_bias(bias: Optional[np.ndarray], problem: ConvProblem) -> Optional[np.ndarray]:
+def canonical_bias(bias: np.ndarray | None, problem: ConvProblem) -> np.ndarray | None:
     if bias is None:
         return None
     return np.ascontiguousarray(bias, dtype=problem.dtype)

@@ -12,8 +12,9 @@ than time alongside it) and the kernels release the GIL.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable
 
 import numpy as np
 
@@ -57,8 +58,8 @@ class Convolution:
                  data_format: str = "NXC", weights_format: str = "XIO",
                  data_dilations: IntOrSeq = None, padding_mode: str = "zeros",
                  src_zero_point=None, weights_zero_point=None, output_scale=None,
-                 dst_zero_point=None, dst_dtype=None, post_ops: Optional[Sequence] = None,
-                 algorithm: str = "auto", threads: Optional[int] = None,
+                 dst_zero_point=None, dst_dtype=None, post_ops: Sequence | None = None,
+                 algorithm: str = "auto", threads: int | None = None,
                  precision: str = "default", choose: str = "measure"):
         weights = params.as_array("weights", weights)
         bias = None if bias is None else params.as_array("bias", bias)
@@ -89,13 +90,13 @@ class Convolution:
             get_algorithm(algorithm)
         self._check_attributes()
         self._lock = threading.RLock()
-        self._choices: Dict[Tuple[Any, ...], Tuple[ConvProblem, Any]] = {}
+        self._choices: dict[tuple[Any, ...], tuple[ConvProblem, Any]] = {}
         # same key as _choices -> how "measure" chose (estimates, timings), for explain
-        self._measurements: Dict[Tuple[Any, ...], measure.Measurement] = {}
-        self._prepared: Dict[Tuple[str, str], Any] = {}
-        self._parsed_ops: Dict[Tuple[ConvProblem, bool], Tuple[postops.PostOp, ...]] = {}
+        self._measurements: dict[tuple[Any, ...], measure.Measurement] = {}
+        self._prepared: dict[tuple[str, str], Any] = {}
+        self._parsed_ops: dict[tuple[ConvProblem, bool], tuple[postops.PostOp, ...]] = {}
         # (src shape, src dtype, threads) -> a call with everything above already decided
-        self._runners: Dict[Tuple[Any, ...], Callable[[np.ndarray], np.ndarray]] = {}
+        self._runners: dict[tuple[Any, ...], Callable[[np.ndarray], np.ndarray]] = {}
 
     def _check_attributes(self) -> None:
         """Validate weights, bias and attributes against a src that any valid plan accepts.
@@ -148,7 +149,7 @@ class Convolution:
             end = params._spatial_tuple("pads_end", a["pads_end"], rank, 0, None)
         reach = {"reflect": 1, "circular": 0}.get(params.parse_padding_mode(a["padding_mode"]))
         extents = []
-        for k, d, l, pb, pe in zip(kernel, dilations, stretch, begin, end):
+        for k, d, step, pb, pe in zip(kernel, dilations, stretch, begin, end):
             need = (k - 1) * d + 1
             if explicit:
                 need = max(1, need - pb - pe)
@@ -156,7 +157,7 @@ class Convolution:
                     need = max(need, pb + reach, pe + reach)
             # (auto_pad modes accept an input as wide as the dilated kernel: their pads
             # then stay below it, within any padding mode's reach)
-            extents.append(-(-(need - 1) // l) + 1)  # L * (I - 1) + 1 >= need
+            extents.append(-(-(need - 1) // step) + 1)  # L * (I - 1) + 1 >= need
         return extents
 
     def _choice(self, src, n_threads: int):
@@ -236,7 +237,7 @@ class Convolution:
             self._parsed_ops[key] = ops
         return ops
 
-    def __call__(self, src, out: Optional[np.ndarray] = None) -> np.ndarray:
+    def __call__(self, src, out: np.ndarray | None = None) -> np.ndarray:
         n_threads = effective_threads(self._threads)
         if out is None and type(src) is np.ndarray:
             runner = self._runners.get((src.shape, src.dtype, n_threads))
@@ -251,6 +252,7 @@ class Convolution:
         if problem.is_quantized:
             q = quantized.parse(problem, src.dtype, self._weights.dtype, self._bias,
                                 **self._quantization)
+            assert q is not None  # parse returns one for every 8-bit problem
             key = ("quantized", problem.groups)
             prepared = self._prepared.get(key)
             if prepared is None:
@@ -272,7 +274,7 @@ class Convolution:
         chosen = self._choice(src, effective_threads(self._threads))[1]
         return chosen if isinstance(chosen, str) else chosen.name
 
-    def explain(self, src) -> "PlanExplanation":
+    def explain(self, src) -> PlanExplanation:
         """Why this plan runs what it runs for inputs shaped like ``src`` (an array, or
         anything with ``shape`` and ``dtype``): :func:`convlab.explain`'s account, then
         the plan's own choice, with the measured times when it measured. Makes the choice
@@ -313,9 +315,9 @@ class PlanExplanation:
     explanation: select.Explanation
     choice: str
     how: str
-    measurement: Optional[measure.Measurement] = None
+    measurement: measure.Measurement | None = None
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {**self.explanation.to_dict(), "plan": {
             "choice": self.choice, "how": self.how,
             "measurement": None if self.measurement is None else self.measurement.to_dict()}}

@@ -29,8 +29,9 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -63,8 +64,8 @@ CHUNK_ELEMENTS = 1 << 16
 @dataclass(frozen=True)
 class PostOp:
     name: str
-    parameters: Tuple[float, ...] = ()
-    operand: Optional[np.ndarray] = None  # binary: broadcast to dst, canonical layout view
+    parameters: tuple[float, ...] = ()
+    operand: np.ndarray | None = None  # binary: broadcast to dst, canonical layout view
 
     @property
     def kind(self) -> str:
@@ -85,12 +86,12 @@ def check_syntax(post_ops) -> None:
     _parse(post_ops, None, None)
 
 
-def parse(post_ops, problem: ConvProblem, out=None) -> Tuple[PostOp, ...]:
+def parse(post_ops, problem: ConvProblem, out=None) -> tuple[PostOp, ...]:
     """Validate ``post_ops`` against the problem; binary operands become canonical views."""
     return _parse(post_ops, problem, out)
 
 
-def _parse(post_ops, problem: Optional[ConvProblem], out) -> Tuple[PostOp, ...]:
+def _parse(post_ops, problem: ConvProblem | None, out) -> tuple[PostOp, ...]:
     if post_ops is None:
         return ()
     if isinstance(post_ops, (str, bytes)) or not isinstance(post_ops, Sequence):
@@ -221,9 +222,9 @@ class Requantization:
     """The float stage of an 8-bit problem (docs/specification.md §3.4, §4.1), per output
     channel or scalar."""
 
-    output_scale: Optional[np.ndarray]   # float32, () or (OC,)
-    float_bias: Optional[np.ndarray]     # float32, (OC,)
-    dst_zero_point: Optional[np.ndarray]  # float32, () or (OC,)
+    output_scale: np.ndarray | None   # float32, () or (OC,)
+    float_bias: np.ndarray | None     # float32, (OC,)
+    dst_zero_point: np.ndarray | None  # float32, () or (OC,)
 
     @property
     def active(self) -> bool:
@@ -244,13 +245,13 @@ def _chunks(shape):
             yield (slice(i, i + 1), slice(start, min(shape[1], start + rows)))
 
 
-def needs_stage(problem: ConvProblem, ops, requant: Optional[Requantization]) -> bool:
+def needs_stage(problem: ConvProblem, ops, requant: Requantization | None) -> bool:
     return bool(ops) or problem.result_dtype is not None or \
         (requant is not None and requant.active)
 
 
 def finish(problem: ConvProblem, acc: np.ndarray, result: np.ndarray, ops,
-           requant: Optional[Requantization] = None, dst_before=None) -> None:
+           requant: Requantization | None = None, dst_before=None) -> None:
     """Write the output stage of canonical ``acc`` into canonical ``result`` chunk by chunk.
 
     ``acc`` is scratch: the stage may overwrite it.
@@ -281,7 +282,7 @@ def finish(problem: ConvProblem, acc: np.ndarray, result: np.ndarray, ops,
         result[index] = y
 
 
-def fusion_blocker(problem: ConvProblem, ops) -> Optional[str]:
+def fusion_blocker(problem: ConvProblem, ops) -> str | None:
     """Why this chain cannot run in a kernel epilogue whatever the algorithm, or None."""
     if problem.result_dtype is not None or problem.dtype not in (np.float32, np.float64):
         return f"{problem.output_dtype} results are converted in the output stage"

@@ -1,6 +1,7 @@
 """8-bit integer convolution as ONNX ConvInteger and QLinearConv (docs/specification.md §3.4).
 
-    acc[n, oc, o] = sum over in-bounds taps of (src - src_zero_point) * (weights - weights_zero_point)
+    acc[n, oc, o] = sum over in-bounds taps of
+                        (src - src_zero_point) * (weights - weights_zero_point)
                     (+ an integer bias), accumulated in int32 (modulo 2**32)
     dst = saturate(round_half_even(post_ops(acc * output_scale + float_bias) + dst_zero_point))
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class Quantization:
     src_zero_point: np.ndarray      # int16, () or (IC,)
     weights_zero_point: np.ndarray  # int32, () or (OC,)
     requant: postops.Requantization
-    int_bias: Optional[np.ndarray]  # int32 (OC,), added to the accumulator
+    int_bias: np.ndarray | None  # int32 (OC,), added to the accumulator
 
 
 def _zero_point(name, value, channels, what, lo, hi) -> np.ndarray:
@@ -73,7 +73,7 @@ def _range(dtype) -> tuple:
 
 
 def parse(problem: ConvProblem, src_dtype, weights_dtype, bias, *, src_zero_point=None,
-          weights_zero_point=None, output_scale=None, dst_zero_point=None) -> Optional[Quantization]:
+          weights_zero_point=None, output_scale=None, dst_zero_point=None) -> Quantization | None:
     """Validate the quantization keywords; None for a floating problem (where they are refused)."""
     given = dict(src_zero_point=src_zero_point, weights_zero_point=weights_zero_point,
                  output_scale=output_scale, dst_zero_point=dst_zero_point)
@@ -139,7 +139,7 @@ def check_algorithm(algorithm, problem: ConvProblem) -> str:
     return algorithm
 
 
-def supports(algorithm: str, problem: ConvProblem) -> Optional[str]:
+def supports(algorithm: str, problem: ConvProblem) -> str | None:
     if algorithm == "direct" and problem.rank > 3:
         return f"rank {problem.rank}: the int8 direct kernel handles 1 to 3 spatial axes"
     if algorithm == "im2col":

@@ -43,9 +43,11 @@ def zero_padded(src: np.ndarray, pads_begin, pads_end) -> np.ndarray:
 def data_dilated(src: np.ndarray, data_dilations) -> np.ndarray:
     """src (N, C, I...) with L - 1 zeros between neighbours: extent L * (I - 1) + 1."""
     n, c, *extents = src.shape
-    stretched = np.zeros((n, c, *(l * (i - 1) + 1 for l, i in zip(data_dilations, extents))),
-                         dtype=src.dtype)
-    stretched[(slice(None), slice(None), *(slice(None, None, l) for l in data_dilations))] = src
+    stretched = np.zeros(
+        (n, c, *(step * (i - 1) + 1 for step, i in zip(data_dilations, extents))),
+        dtype=src.dtype)
+    every_step = tuple(slice(None, None, step) for step in data_dilations)
+    stretched[(slice(None), slice(None), *every_step)] = src
     return stretched
 
 

@@ -33,7 +33,7 @@ transforms) declares its measured float32 relative error as ``relative_error``;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable
 
 from convlab import params
 from convlab.params import ConvProblem
@@ -44,14 +44,14 @@ class Estimate:
     """Estimated seconds, and the figures that went into the estimate (for ``explain``)."""
 
     seconds: float
-    inputs: Dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
 
 
 def _keep_weights(problem: ConvProblem, weights):
     return weights
 
 
-def _always(problem: ConvProblem) -> Optional[str]:
+def _always(problem: ConvProblem) -> str | None:
     return None
 
 
@@ -63,7 +63,7 @@ def _unknown_cost(problem: ConvProblem, threads: int) -> Estimate:
 class Algorithm:
     name: str
     run: Callable[..., None]
-    supports: Callable[[ConvProblem], Optional[str]] = _always
+    supports: Callable[[ConvProblem], str | None] = _always
     cost: Callable[[ConvProblem, int], Estimate] = _unknown_cost
     prepare_weights: Callable[[ConvProblem, Any], Any] = _keep_weights
     # False keeps an algorithm out of "auto" (the float64 reference is an oracle, not a contender).
@@ -72,8 +72,8 @@ class Algorithm:
     # Measured float32 ||y - ref|| / ||ref|| on N(0,1) data, for algorithms whose rounding
     # is not that of a plain sum of products; None for those that sum plainly. Either a
     # number, or a function of the problem when the error depends on it (Winograd's rank).
-    relative_error: Union[None, float, Callable[[ConvProblem], float]] = None
-    fuse_post_ops: Optional[Callable[[ConvProblem, bool], bool]] = None
+    relative_error: None | float | Callable[[ConvProblem], float] = None
+    fuse_post_ops: Callable[[ConvProblem, bool], bool] | None = None
     weight_views: bool = False
 
     def prepare(self, problem: ConvProblem, weights) -> Any:
@@ -83,12 +83,12 @@ class Algorithm:
         return self.prepare_weights(problem, params.canonical_weights(
             weights, problem, contiguous=not self.weight_views))
 
-    def relative_error_for(self, problem: ConvProblem) -> Optional[float]:
+    def relative_error_for(self, problem: ConvProblem) -> float | None:
         error = self.relative_error
         return error(problem) if callable(error) else error
 
 
-_REGISTRY: Dict[str, Algorithm] = {}
+_REGISTRY: dict[str, Algorithm] = {}
 # Bumped on every change, so caches of choices made against the registry know to refresh.
 _generation = 0
 
@@ -148,12 +148,12 @@ def unregister_algorithm(name: str) -> None:
     _generation += 1
 
 
-def algorithms() -> List[str]:
+def algorithms() -> list[str]:
     """Names of the registered algorithms, in registration order."""
     return list(_REGISTRY)
 
 
-def registered() -> List[Algorithm]:
+def registered() -> list[Algorithm]:
     return list(_REGISTRY.values())
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from convlab import cost_model, cpu, registry, tune
 from convlab.params import ConvProblem
@@ -34,7 +34,7 @@ def parse_precision(precision) -> str:
 
 
 def precision_excludes(algorithm: Algorithm, precision: str,
-                       problem: ConvProblem) -> Optional[str]:
+                       problem: ConvProblem) -> str | None:
     """Why ``precision`` keeps ``algorithm`` out of auto/tune on ``problem``, or None."""
     error = algorithm.relative_error_for(problem)
     if error is None:
@@ -51,10 +51,10 @@ def precision_excludes(algorithm: Algorithm, precision: str,
 @dataclass(frozen=True)
 class Candidate:
     name: str
-    reason: Optional[str]  # why it cannot run, or None
-    estimate: Optional[Estimate]
+    reason: str | None  # why it cannot run, or None
+    estimate: Estimate | None
     auto: bool
-    excluded: Optional[str] = None  # why precision keeps it out of auto/tune
+    excluded: str | None = None  # why precision keeps it out of auto/tune
 
     @property
     def viable(self) -> bool:
@@ -70,7 +70,7 @@ class Candidate:
 EMPTY_BATCH_ESTIMATE = Estimate(0.0, {"work": "none: the batch is empty"})
 
 
-def assess(problem: ConvProblem, threads: int, precision: str = "default") -> List[Candidate]:
+def assess(problem: ConvProblem, threads: int, precision: str = "default") -> list[Candidate]:
     """Every registered algorithm with its verdict on the problem."""
     rows = []
     for algorithm in registered():
@@ -86,7 +86,7 @@ def assess(problem: ConvProblem, threads: int, precision: str = "default") -> Li
     return rows
 
 
-def contenders(rows: List[Candidate]) -> List[Candidate]:
+def contenders(rows: list[Candidate]) -> list[Candidate]:
     chosen = [row for row in rows if row.contender]
     if not chosen:
         # Nothing fast qualifies (say, a rank only the reference handles): any viable one.
@@ -97,7 +97,7 @@ def contenders(rows: List[Candidate]) -> List[Candidate]:
     return chosen
 
 
-def choose(problem: ConvProblem, threads: int, rows: Optional[List[Candidate]] = None,
+def choose(problem: ConvProblem, threads: int, rows: list[Candidate] | None = None,
            precision: str = "default", prepared: bool = False) -> str:
     """The contender with the lowest estimate, each times 1 + its selection margin
     (:func:`convlab.cost_model.compared_seconds`). ``prepared=True`` is a plan's choice:
@@ -158,13 +158,13 @@ class Explanation:
     problem: ConvProblem
     threads: int
     precision: str
-    candidates: List[Candidate]
+    candidates: list[Candidate]
     choice: str
-    tuned: Optional[dict] = None
+    tuned: dict | None = None
     # the machine the estimates are for (convlab.cpu.cpu_info), as it was when explained
-    machine: Dict[str, Any] = field(default_factory=cpu.cpu_info)
+    machine: dict[str, Any] = field(default_factory=cpu.cpu_info)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         tuned_seconds = (self.tuned or {}).get("seconds", {})
         return {
             "problem": self.problem.describe(),

@@ -10,14 +10,12 @@ import functools
 import math
 import numbers
 import os
-from typing import Optional
-
 
 # The kernels take the count as a C int.
 MAX_THREADS = 2**31 - 1
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def available_cores() -> int:
     """Cores this process may run on: affinity mask, then any cgroup v2/v1 CPU quota."""
     try:
@@ -31,7 +29,7 @@ def available_cores() -> int:
 
 
 @functools.lru_cache(maxsize=1)
-def _cgroup_cpu_quota() -> Optional[float]:
+def _cgroup_cpu_quota() -> float | None:
     # Read once per process: the files cost ~20 us per call, more than a small convolution.
     quota = _parse_cpu_max(_read_text("/sys/fs/cgroup/cpu.max"))
     if quota is None:
@@ -40,7 +38,7 @@ def _cgroup_cpu_quota() -> Optional[float]:
     return quota
 
 
-def _read_text(path: str) -> Optional[str]:
+def _read_text(path: str) -> str | None:
     try:
         with open(path) as f:
             return f.read()
@@ -48,7 +46,7 @@ def _read_text(path: str) -> Optional[str]:
         return None
 
 
-def _count(text: str) -> Optional[int]:
+def _count(text: str) -> int | None:
     """A plain decimal count ("12"), else None; ``int`` alone would also take "1_2",
     non-ASCII digits, and fail on a long string."""
     text = text.strip()
@@ -57,7 +55,7 @@ def _count(text: str) -> Optional[int]:
     return int(text)
 
 
-def _parse_cpu_max(text: Optional[str]) -> Optional[float]:
+def _parse_cpu_max(text: str | None) -> float | None:
     """CPUs a cgroup v2 ``cpu.max`` ("quota period") grants, None for "max" or a file
     that does not read as one."""
     fields = (text or "").split()
@@ -67,14 +65,14 @@ def _parse_cpu_max(text: Optional[str]) -> Optional[float]:
     return quota / period if quota and period else None
 
 
-def _parse_cfs_quota(quota_text: Optional[str], period_text: Optional[str]) -> Optional[float]:
+def _parse_cfs_quota(quota_text: str | None, period_text: str | None) -> float | None:
     """CPUs granted by cgroup v1's ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (a quota
     of -1: no limit), None when there is no limit or the files do not read as counts."""
     quota, period = _count(quota_text or ""), _count(period_text or "")
     return quota / period if quota and period else None
 
 
-def _parse_omp_num_threads(value: str) -> Optional[int]:
+def _parse_omp_num_threads(value: str) -> int | None:
     """The first level of ``OMP_NUM_THREADS`` ("4" or "4,2"), None when not a positive
     count (the OpenMP runtime ignores such a value too)."""
     count = _count(value.split(",")[0])
@@ -82,7 +80,7 @@ def _parse_omp_num_threads(value: str) -> Optional[int]:
 
 
 @functools.lru_cache(maxsize=1)
-def _env_threads() -> Optional[int]:
+def _env_threads() -> int | None:
     # Read once, as the OpenMP runtime itself does at start-up; os.environ costs ~3 us a call.
     return _parse_omp_num_threads(os.environ.get("OMP_NUM_THREADS", ""))
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,14 +50,14 @@ class TransposeProblem:
     in_channels: int
     out_channels: int
     groups: int
-    input_shape: Tuple[int, ...]
-    kernel_shape: Tuple[int, ...]
-    output_shape: Tuple[int, ...]
-    strides: Tuple[int, ...]
-    dilations: Tuple[int, ...]
-    pads_begin: Tuple[int, ...]
-    pads_end: Tuple[int, ...]
-    output_padding: Tuple[int, ...]
+    input_shape: tuple[int, ...]
+    kernel_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
+    output_padding: tuple[int, ...]
     dtype: np.dtype
     has_bias: bool
     data_format: str = "NXC"
@@ -76,18 +76,18 @@ class TransposeProblem:
         return self.out_channels // self.groups
 
     @property
-    def dst_shape(self) -> Tuple[int, ...]:
+    def dst_shape(self) -> tuple[int, ...]:
         """dst shape in the user's data_format."""
         return params._data_shape(self.batch, self.out_channels, self.output_shape,
                                   self.data_format)
 
     @property
-    def stretched_shape(self) -> Tuple[int, ...]:
+    def stretched_shape(self) -> tuple[int, ...]:
         """Spatial extent of src with S - 1 zeros between neighbours: S * (I - 1) + 1."""
         return tuple(s * (i - 1) + 1 for s, i in zip(self.strides, self.input_shape))
 
     @property
-    def forward_pads(self) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    def forward_pads(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Pads of the equivalent forward convolution over the stretched src."""
         span = [(k - 1) * d for k, d in zip(self.kernel_shape, self.dilations)]
         begin = tuple(w - pb for w, pb in zip(span, self.pads_begin))
@@ -104,7 +104,7 @@ def transpose_extent(i, k, s, d, pb, pe, op) -> int:
     return s * (i - 1) + (k - 1) * d + 1 + op - pb - pe
 
 
-def split_total_pad(total: int, upper: bool) -> Tuple[int, int]:
+def split_total_pad(total: int, upper: bool) -> tuple[int, int]:
     """docs/specification.md §5.1: same_upper puts the odd extra at the end, otherwise at the
     beginning.
     ``//`` floors, so a negative total (more output than the scatter covers) follows suit."""
@@ -340,9 +340,9 @@ def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
                    pads_begin: IntOrSeq = None, pads_end: IntOrSeq = None,
                    dilations: IntOrSeq = None, auto_pad: str = "none", groups: int = 1,
                    output_padding: IntOrSeq = None,
-                   output_shape: Union[int, Sequence[int], None] = None,
+                   output_shape: int | Sequence[int] | None = None,
                    data_format: str = "NXC", weights_format: str = "XOI",
-                   algorithm: str = "auto", threads: Optional[int] = None,
+                   algorithm: str = "auto", threads: int | None = None,
                    precision: str = "default") -> np.ndarray:
     """N-D transposed convolution, ONNX ``ConvTranspose`` (docs/specification.md §5.1).
 
@@ -445,7 +445,7 @@ def algorithm_run(problem: TransposeProblem, algorithm: str = "auto", threads=No
 
 class _Described(NamedTuple):
     """An array's shape and dtype, all that choosing an algorithm reads."""
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     dtype: np.dtype
 
 

@@ -13,7 +13,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable
 
 from convlab.params import ConvProblem
 
@@ -22,15 +22,15 @@ from convlab.params import ConvProblem
 TIMED_RUNS = 2
 
 _lock = threading.Lock()
-_entries: Dict[str, dict] = {}
-_cache_path: Optional[str] = None
+_entries: dict[str, dict] = {}
+_cache_path: str | None = None
 
 
 def tune_key(problem: ConvProblem, threads: int, precision: str) -> str:
     return f"{problem.describe()} threads={threads} precision={precision}"
 
 
-def set_tune_cache(path: Optional[str]) -> None:
+def set_tune_cache(path: str | None) -> None:
     """Remember tuned winners in the JSON file ``path`` too (None: in memory only).
 
     Entries already in the file are loaded now; new ones are written as they are found.
@@ -44,7 +44,7 @@ def set_tune_cache(path: Optional[str]) -> None:
         _cache_path = path
 
 
-def _read_cache(path: str) -> Dict[str, dict]:
+def _read_cache(path: str) -> dict[str, dict]:
     """The entries of a cache file, each checked to be what :func:`choose_by_timing`
     writes: ``{key: {"choice": name, "seconds": {name: seconds}}}``."""
     try:
@@ -74,7 +74,7 @@ def clear_tune_cache() -> None:
         _entries.clear()
 
 
-def tuned(problem: ConvProblem, threads: int, precision: str) -> Optional[dict]:
+def tuned(problem: ConvProblem, threads: int, precision: str) -> dict | None:
     """``{"choice": name, "seconds": {name: time}}`` if this problem was tuned, else None."""
     return _entries.get(tune_key(problem, threads, precision))
 
@@ -104,7 +104,7 @@ def choose_by_timing(problem: ConvProblem, threads: int, precision: str, names,
             run_once(name)
             best = min(best, time.perf_counter() - start)
         seconds[name] = best
-    choice = min(seconds, key=seconds.get)
+    choice = min(seconds, key=seconds.__getitem__)
     with _lock:
         _entries[tune_key(problem, threads, precision)] = {"choice": choice, "seconds": seconds}
         _save()

@@ -29,9 +29,9 @@ the weights, in float64.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -45,13 +45,13 @@ KERNEL = 3  # r: the filter taps per axis that this module's tile sizes are buil
 #:       1.7e-6 at IC 64); its mirror 0, ±1, -1/2, 2 is as good.
 #: F(6): 0, ±1, ±2, ±1/2, the best of the search; the naive 0, ±1, ±2, ±3 makes the entries
 #:       grow like 3**5 and is about 50x less accurate (1.5e-4 against 3.4e-6).
-POINTS: Dict[int, Tuple[Fraction, ...]] = {
+POINTS: dict[int, tuple[Fraction, ...]] = {
     2: tuple(map(Fraction, (0, 1, -1))),
     4: tuple(map(Fraction, (0, 1, -1))) + (Fraction(1, 2), Fraction(-2)),
     6: tuple(map(Fraction, (0, 1, -1, 2, -2))) + (Fraction(1, 2), Fraction(-1, 2)),
 }
 
-Matrix = Tuple[Tuple[Fraction, ...], ...]
+Matrix = tuple[tuple[Fraction, ...], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +63,7 @@ class Transform:
 
     m: int
     r: int
-    points: Tuple[Fraction, ...]
+    points: tuple[Fraction, ...]
     AT: Matrix  # (m, alpha): output transform
     G: Matrix   # (alpha, r): weight transform
     BT: Matrix  # (alpha, alpha): input transform
@@ -72,13 +72,13 @@ class Transform:
     def alpha(self) -> int:
         return self.m + self.r - 1
 
-    def arrays(self, dtype) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def arrays(self, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(A^T, G, B^T) as C-contiguous arrays of ``dtype`` (each entry rounded once)."""
         return tuple(np.array([[float(x) for x in row] for row in mat], dtype=dtype)
                      for mat in (self.AT, self.G, self.BT))
 
 
-def poly_from_roots(roots: Sequence[Fraction]) -> Tuple[Fraction, ...]:
+def poly_from_roots(roots: Sequence[Fraction]) -> tuple[Fraction, ...]:
     """Coefficients, lowest degree first, of prod (x - root)."""
     coeffs = [Fraction(1)]
     for root in roots:
@@ -129,7 +129,7 @@ def identity_transform() -> Transform:
     return Transform(m=1, r=1, points=(), AT=((one,),), G=((one,),), BT=((one,),))
 
 
-def correlate_exact(d: Sequence[Fraction], g: Sequence[Fraction]) -> Tuple[Fraction, ...]:
+def correlate_exact(d: Sequence[Fraction], g: Sequence[Fraction]) -> tuple[Fraction, ...]:
     """The valid 1-D correlation y_i = sum_k g_k d_{i+k}, exact."""
     m = len(d) - len(g) + 1
     return tuple(sum((g[k] * d[i + k] for k in range(len(g))), Fraction(0)) for i in range(m))
@@ -143,4 +143,4 @@ def winograd_exact(t: Transform, d: Sequence[Fraction], g: Sequence[Fraction]):
     return tuple(sum((row[j] * prod[j] for j in range(t.alpha)), Fraction(0)) for row in t.AT)
 
 
-TRANSFORMS: Dict[int, Transform] = {m: cook_toom(m, KERNEL, POINTS[m]) for m in POINTS}
+TRANSFORMS: dict[int, Transform] = {m: cook_toom(m, KERNEL, POINTS[m]) for m in POINTS}

@@ -3,8 +3,8 @@ finite differences.
 
 torch (a test extra, never a runtime dependency) differentiates the forward convolution
 in float64; asymmetric and negative pads go through ``torch.nn.functional.pad`` first, so
-every convlab attribute has a torch counterpart. float32 results are held to the
-conftest bound, eps(float32) * 16 * sqrt(L) times each element's magnitude (the same
+every convlab attribute has a torch counterpart. float32 results are held to the suite's
+bound (tests/helpers.py), eps(float32) * 16 * sqrt(L) times each element's magnitude (the same
 gradient computed on absolute values), with L the number of terms an element sums.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 import convlab
 from convlab import transpose
-from conftest import TOLERANCES, to_data_format, to_weights_format
+from tests.helpers import TOLERANCES, to_data_format, to_weights_format
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

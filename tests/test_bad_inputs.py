@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import MUTATES_REGISTRY, temporary_algorithm
+from tests.helpers import MUTATES_REGISTRY, temporary_algorithm
 
 SRC = (1, 5, 5, 4)  # NXC: N, H, W, IC
 WEIGHTS = (3, 3, 4, 6)  # XIO: KH, KW, IC, OC

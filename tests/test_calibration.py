@@ -15,8 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import convlab
 from convlab import cli, cost_model, cpu, demo, registry, select

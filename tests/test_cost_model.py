@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import assert_matches_reference, problem_of, random_tensors
 from convlab import cost_model, registry, select
+from tests.helpers import assert_matches_reference, problem_of, random_tensors
 
 PROBLEMS = [
     ((1, 8, 8, 16), (3, 3, 16, 16), {"pads_begin": 1, "pads_end": 1}),

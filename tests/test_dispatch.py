@@ -7,10 +7,14 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import (MUTATES_REGISTRY, assert_matches_reference, random_tensors,
-                      temporary_algorithm)
 from convlab.registry import Estimate
 from convlab.strategies.reference import run_reference
+from tests.helpers import (
+    MUTATES_REGISTRY,
+    assert_matches_reference,
+    random_tensors,
+    temporary_algorithm,
+)
 
 
 class CountingMock:

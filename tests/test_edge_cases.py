@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      skip_unless_supported, to_data_format, to_weights_format)
+from tests.helpers import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+    to_data_format,
+    to_weights_format,
+)
 
 FORMATS = [pytest.param("NCX", "OIX", id="NCX-OIX"), pytest.param("NXC", "XIO", id="NXC-XIO")]
 DTYPES = ["float32", "float64"]

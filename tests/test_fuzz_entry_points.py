@@ -6,7 +6,7 @@ everything; strides and dilations beyond the input; groups == channels; size-1 a
 arrays in any memory layout (non-contiguous, negative strides, read-only, big-endian) and
 sometimes one argument made invalid on purpose. Whatever is drawn, the call must
 
-* return the oracle's result within the suite's bounds (conftest.TOLERANCES; exact for
+* return the oracle's result within the suite's bounds (helpers.TOLERANCES; exact for
   8-bit problems), or
 * raise ValueError or TypeError whose message names an offending argument. Which names
   qualify comes from :class:`Expected`, worked out here from the rules of
@@ -30,7 +30,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -39,11 +39,17 @@ from hypothesis import event, given, note, strategies as st
 import convlab
 from convlab import params, quantized, registry, select, transpose
 from convlab.threads import effective_threads
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, to_data_format,
-                      to_weights_format, tolerance)
-from fuzz_profiles import fuzz_settings
-from test_inputs import permuted_view, read_only, reversed_view
-from test_transpose import assert_transpose_matches, forward_problem, scatter_reference
+from tests.fuzz_profiles import fuzz_settings
+from tests.helpers import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    to_data_format,
+    to_weights_format,
+    tolerance,
+)
+from tests.test_inputs import permuted_view, read_only, reversed_view
+from tests.test_transpose import assert_transpose_matches, forward_problem, scatter_reference
 
 try:
     import ml_dtypes
@@ -98,11 +104,11 @@ class Expected:
     construction, which cannot know the src). ``errors``: the exception types of the
     definite causes (the call raises for one of them)."""
 
-    definite: FrozenSet[str] = frozenset()
-    maybe: FrozenSet[str] = frozenset()
-    errors: FrozenSet[type] = frozenset()
+    definite: frozenset[str] = frozenset()
+    maybe: frozenset[str] = frozenset()
+    errors: frozenset[type] = frozenset()
 
-    def __or__(self, other: "Expected") -> "Expected":
+    def __or__(self, other: Expected) -> Expected:
         return Expected(self.definite | other.definite, self.maybe | other.maybe,
                         self.errors | other.errors)
 
@@ -114,7 +120,7 @@ def _named(message: str, names) -> bool:
     return any(re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message) for name in names)
 
 
-def outcome(call: Callable, expected: Expected, refusal: Optional[str] = None):
+def outcome(call: Callable, expected: Expected, refusal: str | None = None):
     """``call()``'s result, or None when it raised as ``expected`` allows.
 
     ``refusal``: why the forced algorithm cannot run this (otherwise valid) problem; the
@@ -187,9 +193,9 @@ class Geometry:
     groups: int
     icg: int
     ocg: int
-    input_shape: Tuple[int, ...]
-    kernel_shape: Tuple[int, ...]
-    attributes: Dict = field(default_factory=dict)
+    input_shape: tuple[int, ...]
+    kernel_shape: tuple[int, ...]
+    attributes: dict = field(default_factory=dict)
 
     @property
     def in_channels(self):
@@ -221,7 +227,7 @@ class Geometry:
         strides = _axes(a.get("strides"), r, 1)
         dilations = _axes(a.get("dilations"), r, 1)
         stretch = _axes(a.get("data_dilations"), r, 1)
-        extents = tuple(l * (i - 1) + 1 for l, i in zip(stretch, self.input_shape))
+        extents = tuple(step * (i - 1) + 1 for step, i in zip(stretch, self.input_shape))
         auto_pad = a.get("auto_pad", "none")
         explicit = auto_pad.lower() in ("none", "notset", "explicit")
         begin, end = spec_pads(auto_pad, extents, self.kernel_shape, strides, dilations,
@@ -343,14 +349,14 @@ def forward_geometries(draw, extended=True):
     begin = begin if explicit and begin else (0,) * rank
     end = end if explicit and end else (0,) * rank
     extents = []
-    for k, s, d, pb, pe, l in zip(kernel, strides, dilations, begin, end, stretch):
+    for k, d, pb, pe, step in zip(kernel, dilations, begin, end, stretch):
         if not fit:
             extents.append(draw(st.integers(1, typical)))
             continue
         need = max(1, (k - 1) * d + 1 - (pb + pe if explicit else 0), 1 - pb - pe)
         if mode in ("reflect", "circular") and explicit:
             need = max(need, pb + 1, pe + 1)
-        smallest = -(-(need - 1) // l) + 1   # L * (I - 1) + 1 >= need
+        smallest = -(-(need - 1) // step) + 1   # L * (I - 1) + 1 >= need
         extents.append(smallest + draw(st.integers(0, typical)))
     groups_argument = draw(st.sampled_from((groups, groups, np.int64(groups)))) \
         if groups > 1 else draw(st.sampled_from((None, 1)))
@@ -401,12 +407,12 @@ class Call:
     oracle takes too), ``keywords`` (algorithm, threads, precision, out, ...)."""
 
     geometry: Geometry
-    arrays: Dict
-    attributes: Dict
-    keywords: Dict
+    arrays: dict
+    attributes: dict
+    keywords: dict
     expected: Expected
-    views: Dict = field(default_factory=dict)
-    violation: Optional["Violation"] = None
+    views: dict = field(default_factory=dict)
+    violation: Violation | None = None
 
     def describe(self) -> str:
         g = self.geometry
@@ -485,8 +491,8 @@ class Violation:
     label: str
     apply: Callable
     error: type
-    names: FrozenSet[str]
-    entries: FrozenSet[str]
+    names: frozenset[str]
+    entries: frozenset[str]
     when: Callable = lambda call: True
 
     def __repr__(self):
@@ -615,7 +621,7 @@ def violations(entry, call: Call):
     return weighted((5, st.just(None)), (1, st.sampled_from(usable)))
 
 
-def apply_violation(call: Call, violation: Optional[Violation]) -> None:
+def apply_violation(call: Call, violation: Violation | None) -> None:
     if violation is None:
         return
     violation.apply(call)
@@ -637,7 +643,7 @@ def chosen_algorithm(call: Call, algorithm: str) -> str:
         **call.attributes)
 
 
-def forced_refusal(problem, algorithm) -> Optional[str]:
+def forced_refusal(problem, algorithm) -> str | None:
     if problem is None or algorithm in ("auto", "tune"):
         return None
     try:
@@ -648,7 +654,7 @@ def forced_refusal(problem, algorithm) -> Optional[str]:
 
 def check_half(got, arrays, attributes, algorithm, problem):
     """tests/test_half.py's bound: the float32 bound, then one rounding to the half type."""
-    from test_half import half_bound
+    from tests.test_half import half_bound
 
     src, weights, bias = arrays["src"], arrays["weights"], arrays["bias"]
     assert got.dtype == problem.output_dtype, (got.dtype, problem.output_dtype)
@@ -681,7 +687,7 @@ def check_forward(got, call: Call, algorithm: str, out=None) -> None:
 
 
 def assert_close(got, expected, magnitude, length, dtype, algorithm, label):
-    """conftest's bound (:class:`conftest.Tolerance`) for results the oracle of this module
+    """The suite's bound (:class:`helpers.Tolerance`) for results the oracle of this module
     computes: eps(dtype) * factor * sqrt(length) times each element's magnitude."""
     bound = tolerance(algorithm)
     dtype = np.dtype(dtype)
@@ -718,7 +724,7 @@ def forward_calls(draw, entry="convolve", extended=True, violate=True, eight_bit
     return call
 
 
-def _with_out(draw, problem) -> Optional[np.ndarray]:
+def _with_out(draw, problem) -> np.ndarray | None:
     """Sometimes an out= buffer for the problem's dst, in any memory layout."""
     if problem is None or not draw(st.booleans()):
         return None
@@ -792,7 +798,7 @@ def test_plan(call, data):
         src = case.arrays["src"]
         src_before = snapshot(src)
         with watchdog():
-            got = outcome(lambda: plan(src, out=out), case.expected,
+            got = outcome(lambda: plan(src, out=out), case.expected,  # noqa: B023 (called now)
                           forced_refusal(problem, keywords["algorithm"]))
             again = None if got is None or out is not None else plan(src)
         assert snapshot(src) == src_before, "a plan call modified src"
@@ -1129,9 +1135,9 @@ def test_int8(call, data):
 
 @dataclass
 class TransposeCall:
-    arrays: Dict
-    attributes: Dict
-    keywords: Dict
+    arrays: dict
+    attributes: dict
+    keywords: dict
     expected: Expected
     label: str
 
@@ -1249,7 +1255,7 @@ def _transpose_algorithm(tp, algorithm, threads, precision) -> str:
     return algorithm
 
 
-def _forward_refusal(tp, algorithm) -> Optional[str]:
+def _forward_refusal(tp, algorithm) -> str | None:
     if algorithm in TRANSPOSE_ALGORITHMS:
         return None
     return registry.get_algorithm(algorithm).supports(forward_problem(tp))

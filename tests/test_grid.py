@@ -17,8 +17,13 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      skip_unless_supported)
+from tests.helpers import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+)
 
 BATCH = 2
 # Extents differ per axis (and the mixed kernels are not cubes), so a swapped axis shows up.

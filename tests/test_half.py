@@ -8,7 +8,7 @@ result is rounded once, at the end. The bound per element is therefore
     |got - ref| <= t32 + eps(half) / 2 * (|ref| + t32) + smallest_subnormal(half)
 
 where ref is the float64 oracle on the same (half) inputs and t32 the algorithm's float32
-bound (conftest.TOLERANCES): the float32 computation, then one rounding to nearest
+bound (helpers.TOLERANCES): the float32 computation, then one rounding to nearest
 (eps(float16) = 2**-10, eps(bfloat16) = 2**-7).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import ALGORITHMS, problem_of, reduction_length, skip_unless_supported, tolerance
-from test_grid import grid_cells, grid_problem
+from tests.helpers import ALGORITHMS, problem_of, reduction_length, skip_unless_supported, tolerance
+from tests.test_grid import grid_cells, grid_problem
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 

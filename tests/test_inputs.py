@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of,
-                      skip_unless_supported)
+from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported
 
 
 def reversed_view(a):

@@ -136,7 +136,7 @@ def literal_accumulator(src, weights, bias, zs, zw, strides, dilations, pads_beg
     zs = np.broadcast_to(np.asarray(zs, np.int64), (ic,))
     zw = np.broadcast_to(np.asarray(zw, np.int64), (oc,))
     ld = data_dilations or (1,) * r
-    stretched = [l * (i - 1) + 1 for l, i in zip(ld, extents)]
+    stretched = [step * (i - 1) + 1 for step, i in zip(ld, extents)]
     out = [(i + pb + pe - ((k - 1) * d + 1)) // s + 1 for i, k, s, d, pb, pe in
            zip(stretched, kernel, strides, dilations, pads_begin, pads_end)]
     dst = np.zeros((n, oc, *out), np.int64)
@@ -145,9 +145,9 @@ def literal_accumulator(src, weights, bias, zs, zw, strides, dilations, pads_beg
             position = [oo * s + kk * d - pb for oo, kk, s, d, pb in
                         zip(o, k, strides, dilations, pads_begin)]
             # a stretched position holds src only at multiples of L; elsewhere zero (= zp)
-            if any(p < 0 or p >= e or p % l for p, e, l in zip(position, stretched, ld)):
+            if any(p < 0 or p >= e or p % step for p, e, step in zip(position, stretched, ld)):
                 continue
-            tap = tuple(p // l for p, l in zip(position, ld))
+            tap = tuple(p // step for p, step in zip(position, ld))
             for g in range(groups):
                 x = src[(slice(None), slice(g * icg, (g + 1) * icg)) + tap] - \
                     zs[g * icg:(g + 1) * icg]

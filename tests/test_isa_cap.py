@@ -20,8 +20,13 @@ import pytest
 
 import convlab
 from convlab import cpu, postops
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      skip_unless_supported)
+from tests.helpers import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+)
 
 LEVELS = cpu.ISA_LEVELS
 DETECTED = LEVELS.index(cpu.detected_isa())
@@ -129,9 +134,8 @@ def test_unknown_levels_are_a_value_error_naming_the_variable(restore_cap, bad):
     before = cpu.max_isa_cap()
     with pytest.raises(ValueError, match="CONVLAB_MAX_CPU_ISA"):
         cpu.set_max_isa(bad)
-    with pytest.raises(ValueError, match="baseline, avx2, avx512"):
-        with cpu.max_isa(bad):
-            pass
+    with pytest.raises(ValueError, match="baseline, avx2, avx512"), cpu.max_isa(bad):
+        pass
     assert cpu.max_isa_cap() == before
 
 
@@ -147,9 +151,8 @@ def test_max_isa_restores_the_cap_before_it(restore_cap):
         assert level == cpu.detected_isa()
         assert cpu.max_isa_cap() == (None, None)
     assert cpu.max_isa_cap() == ("baseline", "set_max_isa")
-    with pytest.raises(KeyError):
-        with cpu.max_isa(cpu.detected_isa()):
-            raise KeyError("the block fails")
+    with pytest.raises(KeyError), cpu.max_isa(cpu.detected_isa()):
+        raise KeyError("the block fails")
     assert cpu.max_isa_cap() == ("baseline", "set_max_isa")
 
 

@@ -20,10 +20,14 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import convlab  # noqa: E402
-from onnx_cases import (MODEL_ROOT, attribute_kinds, load_model_case,  # noqa: E402
-                        node_case_runs, translate_attributes)
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of,  # noqa: E402
-                      skip_unless_supported)
+from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported  # noqa: E402
+from tests.onnx_cases import (  # noqa: E402
+    MODEL_ROOT,
+    attribute_kinds,
+    load_model_case,
+    node_case_runs,
+    translate_attributes,
+)
 
 EXPECTED_NODE_CASES = 6
 EXPECTED_CONV_MODELS = 26
@@ -31,7 +35,7 @@ EXPECTED_CONV_MODELS = 26
 # compared with the float64 oracle at the ONNX backend runner's default tolerance (what the
 # node cases declare): that checks the semantics and the attribute translation. Each
 # algorithm is then held to its own bound against the oracle on the same inputs
-# (conftest.TOLERANCES), as in the grid.
+# (helpers.TOLERANCES), as in the grid.
 RTOL, ATOL = 1e-3, 1e-7
 
 

@@ -20,12 +20,22 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import convlab  # noqa: E402
-from onnx_cases import (MODEL_ROOT, attribute_kinds, load_model_case,  # noqa: E402
-                        node_case_runs, translate_attributes)
 from convlab import transpose  # noqa: E402
-from test_transpose import (TRANSPOSE_ALGORITHMS, assert_transpose_matches,  # noqa: E402
-                            from_transpose_weights, scatter_reference,
-                            skip_unless_transpose_supported, transpose_problem)
+from tests.onnx_cases import (  # noqa: E402
+    MODEL_ROOT,
+    attribute_kinds,
+    load_model_case,
+    node_case_runs,
+    translate_attributes,
+)
+from tests.test_transpose import (  # noqa: E402
+    TRANSPOSE_ALGORITHMS,
+    assert_transpose_matches,
+    from_transpose_weights,
+    scatter_reference,
+    skip_unless_transpose_supported,
+    transpose_problem,
+)
 
 EXPECTED_NODE_CASES = 11
 EXPECTED_MODELS = 2
@@ -61,7 +71,7 @@ def _node_cases():
                 exporter = module.ConvTranspose
                 for name in sorted(vars(exporter)):
                     if name.startswith("export"):
-                        np.random.seed(0)  # as onnx's exporter does before each export
+                        np.random.seed(0)  # noqa: NPY002  as onnx's exporter does before each export
                         getattr(exporter, name)()
         collected = cases_module._NodeTestCases
     finally:

@@ -2,8 +2,8 @@
 negative pads (docs/specification.md §2.4, §2.5, §2.6), through every algorithm.
 
 The oracle's padding modes are checked against torch.nn.functional.pad, its data dilation
-against a src stretched by hand; every algorithm is then held to its conftest bound
-against the oracle with the same keywords.
+against a src stretched by hand; every algorithm is then held to the suite's bound
+(tests/helpers.py) against the oracle with the same keywords.
 """
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      skip_unless_supported)
+from tests.helpers import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+)
 
 MODES = ["zeros", "reflect", "replicate", "circular"]
 INPUT = {1: (9,), 2: (7, 6), 3: (5, 6, 4)}

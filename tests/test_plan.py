@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ALGORITHMS, assert_matches_reference, call_from_threads, problem_of, \
-    random_tensors, skip_unless_supported, temporary_algorithm, MUTATES_REGISTRY
 
 import convlab
+from tests.helpers import (
+    ALGORITHMS,
+    MUTATES_REGISTRY,
+    assert_matches_reference,
+    call_from_threads,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+    temporary_algorithm,
+)
 
 ATTRIBUTES = dict(pads_begin=1, pads_end=(0, 1), groups=2)
 

@@ -13,11 +13,17 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import (ALGORITHMS, assert_matches_reference, call_from_threads, problem_of,
-                      random_tensors, temporary_algorithm)
 
 import convlab
 from convlab import cost_model, measure, registry, select
+from tests.helpers import (
+    ALGORITHMS,
+    assert_matches_reference,
+    call_from_threads,
+    problem_of,
+    random_tensors,
+    temporary_algorithm,
+)
 
 ATTRIBUTES = dict(pads_begin=1, pads_end=1)
 

@@ -14,7 +14,7 @@ import pytest
 
 import convlab
 from convlab import postops
-from conftest import ALGORITHMS, problem_of, random_tensors, skip_unless_supported
+from tests.helpers import ALGORITHMS, problem_of, random_tensors, skip_unless_supported
 
 ELTWISE = [("relu",), ("relu", 0.1), ("tanh",), ("sigmoid",), ("elu", 0.7), ("gelu_erf",),
            ("gelu_tanh",), ("swish", 1.5), ("clip", -0.5, 1.25), ("linear", 2.0, -1.0),

@@ -9,8 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 import convlab  # noqa: E402
 from convlab import registry  # noqa: E402
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of,  # noqa: E402
-                      random_tensors)
+from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, random_tensors  # noqa: E402
 
 AUTO_PADS = ["none", "same_upper", "same_lower", "valid", "NOTSET", "SAME_UPPER", "SAME_LOWER",
              "VALID"]

@@ -25,7 +25,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import convlab
-from conftest import ALGORITHMS, assert_matches_reference
+from tests.helpers import ALGORITHMS, assert_matches_reference
 
 psutil = pytest.importorskip("psutil")
 

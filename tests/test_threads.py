@@ -9,10 +9,16 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import (ALGORITHMS, assert_matches_reference, problem_of, random_tensors,
-                      skip_unless_supported, thread_invariant)
 from convlab.kernels import _runtime
 from convlab.threads import available_cores
+from tests.helpers import (
+    ALGORITHMS,
+    assert_matches_reference,
+    problem_of,
+    random_tensors,
+    skip_unless_supported,
+    thread_invariant,
+)
 
 # (batch, input, kernel, attributes): enough output rows that two threads share them,
 # and one problem with a single output, less work than threads.

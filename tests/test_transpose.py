@@ -15,8 +15,14 @@ import pytest
 import convlab
 from convlab import params, select, transpose
 from convlab.threads import effective_threads
-from conftest import (ALGORITHMS, MUTATES_REGISTRY, skip_unless_supported,
-                      temporary_algorithm, to_data_format, tolerance)
+from tests.helpers import (
+    ALGORITHMS,
+    MUTATES_REGISTRY,
+    skip_unless_supported,
+    temporary_algorithm,
+    to_data_format,
+    tolerance,
+)
 
 TRANSPOSE_ALGORITHMS = ["auto", transpose.COL2IM] + ALGORITHMS
 
@@ -87,7 +93,7 @@ def skip_unless_transpose_supported(algorithm, tp):
 
 
 def assert_transpose_matches(got, src, weights, bias, attributes, algorithm, context=""):
-    """``got`` against the oracle within the path's tolerance (conftest.TOLERANCES).
+    """``got`` against the oracle within the path's tolerance (helpers.TOLERANCES).
 
     The reduction length is that of the forward convolution the path may run, IC/G *
     prod(K) (+1 with bias): an upper bound on the terms of any output element.

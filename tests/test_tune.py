@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 import pytest
-from conftest import random_tensors, temporary_algorithm
 
 import convlab
 from convlab.registry import get_algorithm
+from tests.helpers import random_tensors, temporary_algorithm
 
 pytestmark = pytest.mark.thread_unsafe(
     reason="tune's winners live in one process-wide cache (and file), which every test "

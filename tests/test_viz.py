@@ -13,11 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from conftest import run_python_in_checkout
-
 import convlab
 from convlab import registry, viz
 from convlab.viz import probe, render
+from tests.helpers import run_python_in_checkout
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -69,19 +68,19 @@ def test_read_counts_show_unread_inputs_when_stride_exceeds_the_kernel():
     assert list(win.read_counts()) == [1, 2, 1, 2, 1, 2, 1]
 
 
-@pytest.mark.parametrize("I,K,S,D", [(7, 3, 2, 1), (10, 3, 3, 1), (9, 2, 2, 2), (6, 4, 4, 1),
-                                     (5, 1, 2, 1), (11, 3, 4, 2)])
-def test_auto_pad_windows_give_ceil_output_and_split_pads(I, K, S, D):
-    total = max(0, (math.ceil(I / S) - 1) * S + (K - 1) * D + 1 - I)
-    upper = viz.windows((I,), (K,), strides=S, dilations=D, auto_pad="same_upper")
-    lower = viz.windows((I,), (K,), strides=S, dilations=D, auto_pad="same_lower")
-    valid = viz.windows((I,), (K,), strides=S, dilations=D, auto_pad="valid")
-    assert upper.output_shape == lower.output_shape == (math.ceil(I / S),)
+@pytest.mark.parametrize("extent,K,S,D", [(7, 3, 2, 1), (10, 3, 3, 1), (9, 2, 2, 2),
+                                          (6, 4, 4, 1), (5, 1, 2, 1), (11, 3, 4, 2)])
+def test_auto_pad_windows_give_ceil_output_and_split_pads(extent, K, S, D):
+    total = max(0, (math.ceil(extent / S) - 1) * S + (K - 1) * D + 1 - extent)
+    upper = viz.windows((extent,), (K,), strides=S, dilations=D, auto_pad="same_upper")
+    lower = viz.windows((extent,), (K,), strides=S, dilations=D, auto_pad="same_lower")
+    valid = viz.windows((extent,), (K,), strides=S, dilations=D, auto_pad="valid")
+    assert upper.output_shape == lower.output_shape == (math.ceil(extent / S),)
     assert upper.problem.pads_begin == (total // 2,) and upper.problem.pads_end == \
         (total - total // 2,)
     assert lower.problem.pads_end == (total // 2,) and lower.problem.pads_begin == \
         (total - total // 2,)
-    assert valid.output_shape == ((I - ((K - 1) * D + 1)) // S + 1,)
+    assert valid.output_shape == ((extent - ((K - 1) * D + 1)) // S + 1,)
     # same_lower reads one element further left than same_upper when the total is odd
     shift = (total % 2)
     assert np.array_equal(lower.taps, upper.taps - shift)

@@ -15,14 +15,11 @@ import math
 import numpy as np
 import pytest
 
-from conftest import run_python_in_checkout
-
 import convlab
-from convlab import cost_model, select, viz
-from convlab import winograd_transforms as wt
+from convlab import cost_model, select, viz, winograd_transforms as wt
 from convlab.strategies import im2col as im2col_strategy
-from convlab.viz import selection as vselection
-from convlab.viz import winograd as vwinograd
+from convlab.viz import selection as vselection, winograd as vwinograd
+from tests.helpers import run_python_in_checkout
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")

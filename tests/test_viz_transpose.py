@@ -15,11 +15,10 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import run_python_in_checkout
-
 import convlab
 from convlab import viz
 from convlab.viz import render
+from tests.helpers import run_python_in_checkout
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")

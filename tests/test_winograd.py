@@ -12,13 +12,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import assert_matches_reference, to_data_format, to_weights_format
 
 import convlab
-from convlab import buffers, params, select
-from convlab import winograd_transforms as wt
+from convlab import buffers, params, select, winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.strategies import winograd
+from tests.helpers import assert_matches_reference, to_data_format, to_weights_format
 
 VARIANTS = [f"winograd{m}" for m in winograd.TILE_SIZES]
 TILE = {name: int(name[len("winograd"):]) for name in VARIANTS}
@@ -216,9 +215,8 @@ def test_every_row_count_of_a_micro_tile(rng, level):
 
 
 def test_gemm_level_rejects_unknown_levels():
-    with pytest.raises(ValueError, match="level=7 is not available"):
-        with winograd.gemm_level(7):
-            pass
+    with pytest.raises(ValueError, match="level=7 is not available"), winograd.gemm_level(7):
+        pass
 
 
 @pytest.mark.parametrize("algorithm", VARIANTS)

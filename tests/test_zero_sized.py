@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import convlab
-from conftest import ALGORITHMS, to_data_format, to_weights_format
+from tests.helpers import ALGORITHMS, to_data_format, to_weights_format
 
 LAYOUTS = [("NCX", "OIX"), ("NXC", "XIO")]
 DTYPES = [np.float32, np.float64]

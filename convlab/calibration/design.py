@@ -21,7 +21,6 @@ together tell preparation apart from the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Tuple
 
 from convlab import shapes
 
@@ -40,7 +39,7 @@ class DesignProblem:
         return shapes.parse_descriptor(f'{self.descriptor}n"calibration:{self.name}"')
 
 
-DESIGN: Tuple[DesignProblem, ...] = (
+DESIGN: tuple[DesignProblem, ...] = (
     # --- core: every term of every algorithm -----------------------------------------
     DesignProblem("tiny_3x3", "mb1ic8ih8oc8oh8kh3ph1",
                   "call: the fixed cost of a call, all algorithms"),
@@ -131,6 +130,6 @@ DESIGN: Tuple[DesignProblem, ...] = (
 )
 
 
-def problems(tiers=(CORE, EXTRA)) -> List[DesignProblem]:
+def problems(tiers=(CORE, EXTRA)) -> list[DesignProblem]:
     """The design's problems of the given tiers, core first."""
     return sorted((p for p in DESIGN if p.tier in tiers), key=lambda p: p.tier)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy.optimize import nnls
@@ -59,7 +59,7 @@ class Residuals:
     p90_ratio: float
     rms_relative_error: float
 
-    def to_dict(self) -> Dict[str, float]:
+    def to_dict(self) -> dict[str, float]:
         return {"timings": self.timings, "median_ratio": round(self.median_ratio, 4),
                 "p10_ratio": round(self.p10_ratio, 4), "p90_ratio": round(self.p90_ratio, 4),
                 "rms_relative_error": round(self.rms_relative_error, 4)}
@@ -71,9 +71,9 @@ class Fit:
     and thread count; ``unpinned`` lists the terms no timing counted (they keep the
     fallback's constant, or 0 without one)."""
 
-    constants: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
-    residuals: Dict[str, Dict[str, Residuals]] = field(default_factory=dict)
-    unpinned: Dict[str, Dict[str, List[str]]] = field(default_factory=dict)
+    constants: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    residuals: dict[str, dict[str, Residuals]] = field(default_factory=dict)
+    unpinned: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 def design_matrix(timings: Sequence[Timing], term_names: Sequence[str]) -> np.ndarray:
@@ -84,7 +84,7 @@ def design_matrix(timings: Sequence[Timing], term_names: Sequence[str]) -> np.nd
 
 
 def fit(timings: Iterable[Timing],
-        fallback: Optional[Mapping[str, Mapping[str, Mapping[str, float]]]] = None) -> Fit:
+        fallback: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> Fit:
     """Per algorithm and thread count: non-negative constants minimising the sum over
     timings of (estimate / measured - 1)^2 / (timings of its group).
 
@@ -125,7 +125,7 @@ def fit(timings: Iterable[Timing],
     return result
 
 
-def estimated(timings: Sequence[Timing], constants) -> List[float]:
+def estimated(timings: Sequence[Timing], constants) -> list[float]:
     """The model's seconds for each timing."""
     out = []
     for t in timings:
@@ -135,12 +135,12 @@ def estimated(timings: Sequence[Timing], constants) -> List[float]:
 
 
 def regrets(timings: Sequence[Timing], estimates: Sequence[float],
-            margins: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
+            margins: Mapping[str, float] | None = None) -> dict[str, float]:
     """{case: time of the model's pick / fastest measured}, over each case's contenders,
     the pick ranking ``estimates`` (one per timing) times 1 + each algorithm's margin.
     Cases with fewer than two contenders choose nothing and are left out."""
     margins = margins or {}
-    cases: Dict[str, List[Tuple[float, Timing]]] = {}
+    cases: dict[str, list[tuple[float, Timing]]] = {}
     for t, seconds in zip(timings, estimates):
         if t.contender:
             cases.setdefault(t.case, []).append(
@@ -156,7 +156,7 @@ def regrets(timings: Sequence[Timing], estimates: Sequence[float],
 
 
 def regret_summary(timings: Sequence[Timing], constants,
-                   margins: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
+                   margins: Mapping[str, float] | None = None) -> dict[str, float]:
     """Cases, geo-mean and worst regret, and cases within 5% of the fastest, of the picks
     the constants (and margins) make on the timings."""
     values = list(regrets(timings, estimated(timings, constants), margins).values())
@@ -178,8 +178,8 @@ def fit_margins(timings: Sequence[Timing], constants, names: Sequence[str],
     kept): the lowest geo-mean regret over every case, the smallest margin on a tie.
     Returns the margins and, per name, ``[(margin, geo-mean regret, worst regret)]``."""
     estimates = estimated(timings, constants)
-    margins: Dict[str, float] = {}
-    scores: Dict[str, List[Tuple[float, float, float]]] = {}
+    margins: dict[str, float] = {}
+    scores: dict[str, list[tuple[float, float, float]]] = {}
     for name in names:
         tried = []
         for margin in grid:

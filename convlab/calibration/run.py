@@ -33,8 +33,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable
 
 from convlab import cost_model, registry, select
 from convlab.calibration import design, store
@@ -81,7 +82,7 @@ class Contender:
     terms: Mapping[str, float]
     contender: bool  # an auto contender there (precision="default")
     estimated: float  # seconds, by the constants in force
-    samples: List[float] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
 
     @property
     def case(self) -> str:
@@ -95,7 +96,7 @@ def first_call_seconds(contender: Contender) -> float:
     return time.perf_counter() - start
 
 
-def time_block(contenders: List[Contender], seed: int) -> List[float]:
+def time_block(contenders: list[Contender], seed: int) -> list[float]:
     """One block of a problem's contenders (see the module docstring): the median seconds
     of each one's timed calls."""
     from convlab.benchmark import time_rotation
@@ -115,7 +116,7 @@ class Progress:
 
     WIDTH = 30
 
-    def __init__(self, budget: float, enabled: Optional[bool] = None, stream=None):
+    def __init__(self, budget: float, enabled: bool | None = None, stream=None):
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
             enabled = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -150,14 +151,14 @@ class Calibration:
     and provenance)."""
 
     path: str
-    data: Dict
+    data: dict
 
     @property
-    def key(self) -> Dict:
+    def key(self) -> dict:
         return self.data["key"]
 
     @property
-    def provenance(self) -> Dict:
+    def provenance(self) -> dict:
         return self.data["provenance"]
 
     def __str__(self) -> str:
@@ -166,7 +167,7 @@ class Calibration:
                 f"{p['wall_s']:.1f} s (budget {p['budget_s']:g} s): {self.path}")
 
 
-def _load_average() -> Optional[float]:
+def _load_average() -> float | None:
     """The 1-minute load average (runnable threads), where the OS reports one."""
     try:
         return round(os.getloadavg()[0], 2)
@@ -182,7 +183,7 @@ def _check_budget(budget_s) -> float:
     return float(budget_s)
 
 
-def _contenders(problem: design.DesignProblem, threads: int, priced) -> List[Contender]:
+def _contenders(problem: design.DesignProblem, threads: int, priced) -> list[Contender]:
     """Every priced algorithm that runs the problem, one-shot, and as a plan if asked."""
     import convlab
 
@@ -215,12 +216,12 @@ class DesignTimings:
     """What :func:`time_design` measured: one median per contender, and how."""
 
     threads: int
-    contenders: List[Contender]
+    contenders: list[Contender]
     rounds: int
-    problems: List[str]
-    skipped: List[str]
+    problems: list[str]
+    skipped: list[str]
 
-    def spread(self) -> Optional[float]:
+    def spread(self) -> float | None:
         """The median, over contenders timed in several rounds, of their slowest round's
         median over their fastest's: near 1 on a quiet machine, well above on a busy one."""
         ratios = [max(c.samples) / min(c.samples) for c in self.contenders
@@ -237,15 +238,15 @@ class DesignTimings:
                 for c in self.contenders]
 
 
-def time_design(deadline: float, threads: int, priced, bar: Optional[Progress] = None,
+def time_design(deadline: float, threads: int, priced, bar: Progress | None = None,
                 problems=None) -> DesignTimings:
     """Time the design's problems (default: every tier, core first) at ``threads`` threads
     until ``deadline`` (a :func:`time.perf_counter` value), for the algorithms ``priced``
     (see the module docstring for how the time is shared)."""
     bar = bar or Progress(1.0, enabled=False)
-    cases: List[List[Contender]] = []
-    block_estimate: List[float] = []
-    skipped: List[str] = []
+    cases: list[list[Contender]] = []
+    block_estimate: list[float] = []
+    skipped: list[str] = []
     for problem in design.problems() if problems is None else problems:
         # The core tier pins every term, so it is let in while one round of it fits; the
         # extra tier only while MIN_ROUNDS rounds of everything do.
@@ -296,8 +297,8 @@ def time_design(deadline: float, threads: int, priced, bar: Optional[Progress] =
                          [c[0].problem for c in timed], skipped)
 
 
-def calibrate(budget_s: float = 60.0, threads: Optional[int] = None, *,
-              progress: Optional[bool] = None) -> Calibration:
+def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
+              progress: bool | None = None) -> Calibration:
     """Fit the cost constants to this machine at ``threads`` threads (default: the
     effective count) in at most ``budget_s`` seconds of wall time, and store them where
     "auto" finds them from then on.

@@ -17,6 +17,7 @@ the bytes in the file.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -25,8 +26,8 @@ import os
 import pathlib
 import re
 import tempfile
+from collections.abc import Iterable, Mapping
 from importlib import resources
-from typing import Dict, Iterable, List, Mapping, Optional, Set
 
 from convlab.cpu import ISA_LEVELS
 
@@ -48,7 +49,7 @@ class InvalidCalibration(ValueError):
 
 # --------------------------------------------------------------------------- keys, paths
 
-def current_key(threads: int) -> Dict[str, object]:
+def current_key(threads: int) -> dict[str, object]:
     """The key a calibration for ``threads`` threads on this machine is stored under."""
     import convlab
     from convlab import cpu
@@ -88,7 +89,7 @@ def calibration_path(key: Mapping[str, object]) -> pathlib.Path:
     return cache_dir() / file_name(key)
 
 
-def other_versions(key: Mapping[str, object]) -> List[pathlib.Path]:
+def other_versions(key: Mapping[str, object]) -> list[pathlib.Path]:
     """Calibrations of the same CPU model, level and thread count by other convlab
     versions (stale once convlab changes: the cost hooks may count differently)."""
     own = file_name(key)
@@ -101,7 +102,7 @@ def other_versions(key: Mapping[str, object]) -> List[pathlib.Path]:
 
 # --------------------------------------------------------------------------- shipped sets
 
-def shipped_levels() -> List[str]:
+def shipped_levels() -> list[str]:
     """The ISA levels with a shipped set, narrowest first."""
     folder = resources.files("convlab").joinpath(SHIPPED_DIR)
     names = {entry.name for entry in folder.iterdir()}
@@ -121,13 +122,13 @@ def shipped_level_for(isa: str) -> str:
     return narrower[-1] if narrower else available[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shipped_text(level: str) -> str:
     return resources.files("convlab").joinpath(SHIPPED_DIR, f"{level}.json").read_text(
         encoding="utf-8")
 
 
-def shipped(level: str) -> Dict:
+def shipped(level: str) -> dict:
     """The shipped set of ``level`` (a fresh copy: callers may change it)."""
     return json.loads(_shipped_text(level))
 
@@ -142,7 +143,7 @@ def constants_at(by_threads: Mapping[str, Mapping[str, float]], threads: int):
     return by_threads[str(max((t for t in counts if t <= threads), default=counts[0]))]
 
 
-def expected_terms(constant_set: Mapping) -> Dict[str, Set[str]]:
+def expected_terms(constant_set: Mapping) -> dict[str, set[str]]:
     """The term names of each algorithm in a set (that of its first thread count)."""
     return {name: set(next(iter(by_threads.values())))
             for name, by_threads in constant_set["constants"].items()}
@@ -151,7 +152,7 @@ def expected_terms(constant_set: Mapping) -> Dict[str, Set[str]]:
 # --------------------------------------------------------------------------- reading
 
 def load_calibration(path, expected_key: Mapping[str, object],
-                     terms: Optional[Mapping[str, Iterable[str]]] = None) -> Dict:
+                     terms: Mapping[str, Iterable[str]] | None = None) -> dict:
     """The calibrated set stored at ``path``, checked: raises :class:`InvalidCalibration`
     (and nothing else) when it cannot be read, is not a calibration file, was made for
     another key (CPU model, ISA level, thread count: foreign; convlab version or file
@@ -173,7 +174,7 @@ def _reject_constant(name: str):
 
 
 def parse_calibration(data: bytes, expected_key: Mapping[str, object],
-                      terms: Optional[Mapping[str, Iterable[str]]] = None) -> Dict:
+                      terms: Mapping[str, Iterable[str]] | None = None) -> dict:
     """:func:`load_calibration` on the bytes of a file."""
     if len(data) > MAX_FILE_BYTES:
         raise InvalidCalibration(f"is larger than {MAX_FILE_BYTES} bytes: not a calibration")
@@ -277,7 +278,8 @@ def write_calibration(stored: Mapping, key: Mapping[str, object]) -> pathlib.Pat
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(key)
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory,
+    # closed by the ``with`` below; its name outlives it, for the rename or the clean-up
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory,  # noqa: SIM115
                                          prefix=".calibration-", suffix=".tmp", delete=False)
     try:
         with handle:
@@ -285,9 +287,7 @@ def write_calibration(stored: Mapping, key: Mapping[str, object]) -> pathlib.Pat
             handle.write("\n")
         os.replace(handle.name, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(handle.name)
-        except OSError:
-            pass
         raise
     return path

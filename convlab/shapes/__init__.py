@@ -14,8 +14,8 @@ what is). Benchmarks, the demo and the tests read them through this module::
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import resources
-from typing import Iterable, List, Optional
 
 from convlab.shapes.descriptor import Layer, parse_descriptor, strip_comment
 
@@ -29,12 +29,12 @@ def _files():
             if entry.name.startswith(_PREFIX) and entry.name.endswith(_SUFFIX)}
 
 
-def suites() -> List[str]:
+def suites() -> list[str]:
     """Names accepted by :func:`load_suite`, e.g. ``"resnet_50"``, sorted."""
     return sorted(name[len(_PREFIX):-len(_SUFFIX)] for name in _files())
 
 
-def parse_lines(lines: Iterable[str], source: str = "<lines>") -> List[Layer]:
+def parse_lines(lines: Iterable[str], source: str = "<lines>") -> list[Layer]:
     """Parse a shape file's lines: ``#`` comments and blank lines are skipped.
 
     A bad line raises ``ValueError`` naming ``source`` and the line number.
@@ -50,7 +50,7 @@ def parse_lines(lines: Iterable[str], source: str = "<lines>") -> List[Layer]:
     return layers
 
 
-def load_suite(name: str, mb: Optional[int] = None) -> List[Layer]:
+def load_suite(name: str, mb: int | None = None) -> list[Layer]:
     """The layers of one shipped suite, in file order.
 
     Parameters

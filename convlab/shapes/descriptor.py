@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Dict, Optional, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -71,13 +71,13 @@ class Layer:
     groups: int
     ic: int
     oc: int
-    input_shape: Tuple[int, ...]
-    kernel_shape: Tuple[int, ...]
-    output_shape: Tuple[int, ...]
-    strides: Tuple[int, ...]
-    dilations: Tuple[int, ...]
-    pads_begin: Tuple[int, ...]
-    pads_end: Tuple[int, ...]
+    input_shape: tuple[int, ...]
+    kernel_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
     descriptor: str = field(default="", compare=False)
 
     @property
@@ -93,7 +93,7 @@ class Layer:
     def is_depthwise(self) -> bool:
         return self.groups > 1 and self.groups == self.ic == self.oc
 
-    def _mb(self, mb: Optional[int]) -> int:
+    def _mb(self, mb: int | None) -> int:
         if mb is None:
             return self.mb
         if isinstance(mb, bool) or not isinstance(mb, (int, np.integer)) or mb < 1:
@@ -101,34 +101,34 @@ class Layer:
                              f"mb={self.mb})")
         return int(mb)
 
-    def flops(self, mb: Optional[int] = None) -> int:
+    def flops(self, mb: int | None = None) -> int:
         """``2 * mb * OC * prod(O) * IC/G * prod(K)``: benchdnn's convention, padding taps
         included, for one occurrence (multiply by ``multiplicity`` for the network)."""
         return (2 * self._mb(mb) * self.oc * math.prod(self.output_shape)
                 * (self.ic // self.groups) * math.prod(self.kernel_shape))
 
-    def with_mb(self, mb: int) -> "Layer":
+    def with_mb(self, mb: int) -> Layer:
         """The same layer at another minibatch (benchdnn's ``--mb=N`` knob)."""
         return replace(self, mb=self._mb(mb))
 
-    def src_shape(self, mb: Optional[int] = None) -> Tuple[int, ...]:
+    def src_shape(self, mb: int | None = None) -> tuple[int, ...]:
         """src shape in convlab's default NXC layout."""
         return (self._mb(mb), *self.input_shape, self.ic)
 
-    def weights_shape(self) -> Tuple[int, ...]:
+    def weights_shape(self) -> tuple[int, ...]:
         """weights shape in convlab's default XIO layout."""
         return (*self.kernel_shape, self.ic // self.groups, self.oc)
 
-    def dst_shape(self, mb: Optional[int] = None) -> Tuple[int, ...]:
+    def dst_shape(self, mb: int | None = None) -> tuple[int, ...]:
         """dst shape in convlab's default NXC layout."""
         return (self._mb(mb), *self.output_shape, self.oc)
 
-    def convolve_kwargs(self) -> Dict[str, object]:
+    def convolve_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`convlab.convolve` that describe this layer."""
         return dict(strides=self.strides, dilations=self.dilations,
                     pads_begin=self.pads_begin, pads_end=self.pads_end, groups=self.groups)
 
-    def arrays(self, mb: Optional[int] = None, *, dtype=np.float32, seed: int = 0,
+    def arrays(self, mb: int | None = None, *, dtype=np.float32, seed: int = 0,
                bias: bool = False):
         """Random ``(src, weights, bias)`` in NXC / XIO, uniform in [-1, 1); ``bias`` is
         ``None`` unless asked for."""
@@ -138,7 +138,7 @@ class Layer:
         b = rng.uniform(-1, 1, (self.oc,)).astype(dtype) if bias else None
         return src, weights, b
 
-    def problem(self, mb: Optional[int] = None, dtype=np.float32, bias: bool = False):
+    def problem(self, mb: int | None = None, dtype=np.float32, bias: bool = False):
         """The :class:`convlab.ConvProblem` convlab builds for this layer (validated)."""
         from convlab.params import make_problem
 
@@ -170,7 +170,7 @@ class Layer:
 
 def _tokens(text: str, where: str):
     """Split into {key: value} and the raw name; every malformed piece is an error."""
-    values: Dict[str, int] = {}
+    values: dict[str, int] = {}
     name = ""
     pos = 0
     while pos < len(text):
@@ -245,7 +245,7 @@ def parse_descriptor(text: str) -> Layer:
         return (any(q + axis in values for q in "iko") or values.get("d" + axis, 0) > 0
                 or values.get("s" + axis, 1) != 1 or values.get("p" + axis, 0) > 0)
 
-    axes: Dict[str, Dict[str, int]] = {}
+    axes: dict[str, dict[str, int]] = {}
     for axis in AXES:
         if not used(axis):
             continue

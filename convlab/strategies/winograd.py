@@ -37,12 +37,10 @@ import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from convlab import buffers, cost_model, cpu
-from convlab import winograd_transforms as wt
+from convlab import buffers, cost_model, cpu, winograd_transforms as wt
 from convlab.kernels import _winograd
 from convlab.registry import get_algorithm, register_algorithm
 from convlab.threads import effective_threads
@@ -164,7 +162,7 @@ def workspace_limit(nbytes: int):
 # --------------------------------------------------------------------------- GEMM level
 
 # The level gemm_level() asked for, or None for the widest one allowed.
-_gemm_level_asked: Optional[int] = None
+_gemm_level_asked: int | None = None
 
 
 def current_gemm_level() -> int:
@@ -192,7 +190,7 @@ def gemm_level(level: int):
 
 # --------------------------------------------------------------------------- support
 
-def _supports(problem) -> Optional[str]:
+def _supports(problem) -> str | None:
     r = problem.rank
     if r > MAX_RANK:
         return f"rank {r}: Winograd handles 1 to {MAX_RANK} spatial axes"
@@ -211,7 +209,7 @@ def _supports(problem) -> Optional[str]:
 # --------------------------------------------------------------------------- transforms
 
 @functools.lru_cache(maxsize=64)
-def lifted_transforms(transform: wt.Transform, rank: int, dtype) -> Tuple[tuple, tuple, tuple]:
+def lifted_transforms(transform: wt.Transform, rank: int, dtype) -> tuple[tuple, tuple, tuple]:
     """(B^T, A^T, G) for each of the three lifted axes, in ``dtype``, read-only.
 
     Axes a lower rank lifts away come first and get the 1x1 identity.
@@ -251,7 +249,7 @@ class PreparedWeights:
                  "_lock", "_other_levels")
 
     def __init__(self, transform: wt.Transform, problem, canonical: np.ndarray, level: int,
-                 transformed: Optional[np.ndarray] = None):
+                 transformed: np.ndarray | None = None):
         self.transform = transform
         self.problem = problem
         self.canonical = canonical
@@ -259,7 +257,7 @@ class PreparedWeights:
         self.runs = 0
         self._transformed = transformed
         self._lock = threading.Lock()
-        self._other_levels: Dict[int, "PreparedWeights"] = {}
+        self._other_levels: dict[int, PreparedWeights] = {}
 
     def transformed(self, threads: int, by_position: bool = False) -> np.ndarray:
         """U (G, P, plane), computed with ``threads`` threads on first use (split as
@@ -271,7 +269,7 @@ class PreparedWeights:
                                                       by_position)
             return self._transformed
 
-    def for_level(self, level: int) -> "PreparedWeights":
+    def for_level(self, level: int) -> PreparedWeights:
         """These weights for GEMM ``level`` (U packs differently per level): itself, or
         one kept with it and transformed by its own first run, once the instruction-set
         cap has changed since they were prepared."""
@@ -334,7 +332,7 @@ def clear_buffer_cache() -> None:
 
 
 def transform_weights(transform: wt.Transform, problem, weights: np.ndarray, threads: int,
-                      level: Optional[int] = None, by_position: bool = False) -> np.ndarray:
+                      level: int | None = None, by_position: bool = False) -> np.ndarray:
     """Canonical (G, 3.., ICg, OCg) weights -> U = G w G^T per axis, packed for the GEMM.
 
     Computed by the kernel in the compute dtype, OpenMP over input channels, or with
@@ -387,7 +385,7 @@ def transform_weights_float64(transform: wt.Transform, problem,
 
 
 def prepare(transform: wt.Transform, problem, weights: np.ndarray,
-            threads: Optional[int] = None) -> PreparedWeights:
+            threads: int | None = None) -> PreparedWeights:
     """Canonical weights for the Winograd run of ``transform``; with ``threads`` given, U
     is computed now (on that many threads), else by the first run."""
     prepared = PreparedWeights(transform, problem, weights, current_gemm_level())
@@ -422,8 +420,8 @@ class Blocking:
     shared: bool
 
 
-def blocking(m: int, problem, threads: int, workspace_bytes: Optional[int] = None,
-             level: Optional[int] = None) -> Blocking:
+def blocking(m: int, problem, threads: int, workspace_bytes: int | None = None,
+             level: int | None = None) -> Blocking:
     """The blocking of a run (see :func:`_blocking`) at GEMM ``level`` (default: the
     current one), remembered per problem."""
     budget = _workspace_bytes if workspace_bytes is None else workspace_bytes
@@ -498,7 +496,7 @@ def _even(tiles: int, block: int) -> int:
 
 
 def workspace_bytes_used(m: int, problem, threads: int,
-                         workspace_bytes: Optional[int] = None) -> int:
+                         workspace_bytes: int | None = None) -> int:
     """Bytes of a run's workspace, counting a fused first run's U slices."""
     b = blocking(m, problem, threads, workspace_bytes)
     return _winograd.workspace_elements(

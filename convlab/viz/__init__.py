@@ -51,12 +51,12 @@ from convlab.viz.receptive import Layer, ReceptiveField, plot_receptive_field, r
 from convlab.viz.render import save_gif, to_html
 from convlab.viz.selection import (
     CrossoverMap,
+    agreement as selector_agreement,
     crossover_map,
     measured_map,
     plot_crossover_lines,
     plot_crossover_map,
 )
-from convlab.viz.selection import agreement as selector_agreement
 from convlab.viz.transpose import (
     Scatter,
     Stretched,
@@ -71,11 +71,11 @@ from convlab.viz.windows import Windows, animate_windows, plot_window, windows
 from convlab.viz.winograd import (
     WinogradStages,
     multiplication_counts,
+    plot_relative_errors as plot_winograd_relative_errors,
     plot_winograd_stages,
+    relative_errors as winograd_relative_errors,
     winograd_stages,
 )
-from convlab.viz.winograd import plot_relative_errors as plot_winograd_relative_errors
-from convlab.viz.winograd import relative_errors as winograd_relative_errors
 
 __all__ = [
     "ColumnMatrix", "CrossoverMap", "Layer", "PanelCost", "ReceptiveField", "Scatter",

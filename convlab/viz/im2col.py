@@ -191,7 +191,8 @@ class PanelCost:
 def panel_cost(problem: ConvProblem, *, threads: int = 1,
                limit_bytes: int | None = None) -> PanelCost:
     """The sizes of ``problem``'s panels and the strategy's chunking under ``limit_bytes``
-    (default: the current workspace limit, :func:`convlab.strategies.im2col.get_workspace_limit`)."""
+    (default: the current workspace limit,
+    :func:`convlab.strategies.im2col.get_workspace_limit`)."""
     limit = strategy.get_workspace_limit() if limit_bytes is None else int(limit_bytes)
     plan = strategy.plan(problem, threads, limit)
     item = problem.dtype.itemsize
@@ -337,8 +338,9 @@ def _plot_matrix(ax, values, title):
 
 
 def plot_panel_chunks(cost: PanelCost, *, figsize=None):
-    """Left: the full column matrix (each axis scaled to its extent), cut into the chunks the strategy unfolds one
-    at a time (and into reduction blocks when one row is too wide). Right: bytes of src,
+    """Left: the full column matrix (each axis scaled to its extent), cut into the chunks the
+    strategy unfolds one at a time (and into reduction blocks when one row is too wide). Right:
+    bytes of src,
     the full panel, the workspace the plan holds and the limit, on a log scale.
 
     Returns

@@ -11,7 +11,7 @@ re-indexed logically, as docs/specification.md §1.1 indexes ``src[n, c, x...]``
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

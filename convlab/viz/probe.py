@@ -9,7 +9,7 @@ the question for every position and tap at once.
 from __future__ import annotations
 
 import math
-from typing import Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -48,7 +48,7 @@ def tap_hits(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides
     return dst.reshape(*input_shape, *output_shape, *kernel_shape) > 0.5
 
 
-def path_counts(input_shape: Sequence[int], layers: Sequence[dict], output_index: Tuple[int, ...],
+def path_counts(input_shape: Sequence[int], layers: Sequence[dict], output_index: tuple[int, ...],
                 algorithm: str = "direct") -> np.ndarray:
     """How many paths lead from each src position to one final output through ``layers``.
 

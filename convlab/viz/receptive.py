@@ -9,15 +9,16 @@ layers away from the borders its extent matches the closed form
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Union
 
 import numpy as np
 
 from convlab.viz import probe, render
 from convlab.viz.windows import Windows, windows
 
-IntOrTuple = Union[int, Tuple[int, ...]]
+IntOrTuple = Union[int, tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,10 @@ class ReceptiveField:
         ``l + 1`` reads.
     """
 
-    shapes: List[Tuple[int, ...]]
-    output_index: Tuple[int, ...]
-    counts: List[np.ndarray]
-    layer_windows: List[Windows] = field(repr=False)
+    shapes: list[tuple[int, ...]]
+    output_index: tuple[int, ...]
+    counts: list[np.ndarray]
+    layer_windows: list[Windows] = field(repr=False)
 
     @property
     def depth(self) -> int:
@@ -68,18 +69,18 @@ class ReceptiveField:
     def mask(self, level: int = 0) -> np.ndarray:
         return self.counts[level] > 0
 
-    def bounds(self, level: int = 0) -> Tuple[Tuple[int, int], ...]:
+    def bounds(self, level: int = 0) -> tuple[tuple[int, int], ...]:
         """Per axis, the first and last index (inclusive) of the field at ``level``."""
         where = np.nonzero(self.mask(level))
         return tuple((int(w.min()), int(w.max())) for w in where)
 
-    def size(self, level: int = 0) -> Tuple[int, ...]:
+    def size(self, level: int = 0) -> tuple[int, ...]:
         """Per axis, the extent from first to last element of the field (holes included)."""
         return tuple(hi - lo + 1 for lo, hi in self.bounds(level))
 
 
 def receptive_field(input_shape: Sequence[int], layers: Sequence[Layer],
-                    output_index: Optional[Sequence[int]] = None, *,
+                    output_index: Sequence[int] | None = None, *,
                     algorithm: str = "direct") -> ReceptiveField:
     """Measure the receptive field of one final output at every level of ``layers``.
 

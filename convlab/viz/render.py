@@ -7,7 +7,6 @@ once (as the value of its cell).
 from __future__ import annotations
 
 import importlib
-from typing import Optional
 
 # One colour per role, used by every figure so that a reader learns them once.
 SRC_FACE = "#ffffff"
@@ -77,14 +76,14 @@ def format_value(value) -> str:
     return f"{value:.3g}"
 
 
-def to_html(animation, embed_limit_mb: Optional[float] = None) -> str:
+def to_html(animation, embed_limit_mb: float | None = None) -> str:
     """The animation as self-contained HTML with play controls, for ``IPython.display.HTML``."""
     if embed_limit_mb is not None:
         mpl().rcParams["animation.embed_limit"] = embed_limit_mb
     return animation.to_jshtml()
 
 
-def save_gif(animation, path, fps: int = 2, dpi: Optional[int] = None) -> None:
+def save_gif(animation, path, fps: int = 2, dpi: int | None = None) -> None:
     """Write the animation as an animated GIF (needs Pillow)."""
     writer = mpl("matplotlib.animation").PillowWriter(fps=fps)
     animation.save(str(path), writer=writer, dpi=dpi)

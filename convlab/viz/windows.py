@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -45,15 +45,15 @@ class Windows:
         return self.problem.rank
 
     @property
-    def input_shape(self) -> Tuple[int, ...]:
+    def input_shape(self) -> tuple[int, ...]:
         return self.problem.input_shape
 
     @property
-    def kernel_shape(self) -> Tuple[int, ...]:
+    def kernel_shape(self) -> tuple[int, ...]:
         return self.problem.kernel_shape
 
     @property
-    def output_shape(self) -> Tuple[int, ...]:
+    def output_shape(self) -> tuple[int, ...]:
         return self.problem.output_shape
 
     @property
@@ -63,12 +63,12 @@ class Windows:
         return np.all((self.taps >= 0) & (self.taps < shape), axis=-1)
 
     @property
-    def padded_bounds(self) -> Tuple[Tuple[int, int], ...]:
+    def padded_bounds(self) -> tuple[tuple[int, int], ...]:
         """Per axis, the padded extent in src coordinates: ``[-P_b, I + P_e)``."""
         return tuple((-pb, i + pe) for i, pb, pe in
                      zip(self.input_shape, self.problem.pads_begin, self.problem.pads_end))
 
-    def outputs(self) -> List[Tuple[int, ...]]:
+    def outputs(self) -> list[tuple[int, ...]]:
         """Every output position in the order a loop visits them (C order)."""
         return list(itertools.product(*(range(o) for o in self.output_shape)))
 
@@ -348,7 +348,7 @@ def _window_figure(win: Windows, figsize):
     return fig, axes
 
 
-def plot_window(win: Windows, output_index: Optional[Sequence[int]] = None, *, src=None,
+def plot_window(win: Windows, output_index: Sequence[int] | None = None, *, src=None,
                 weights=None, title: str = "", figsize=None):
     """One frame: the padded src with the taps of ``dst[output_index]`` highlighted.
 
@@ -385,7 +385,7 @@ def plot_window(win: Windows, output_index: Optional[Sequence[int]] = None, *, s
 
 def animate_windows(win: Windows, *, src=None, weights=None, interval: int = 700,
                     title: str = "", figsize=None,
-                    outputs: Optional[Sequence[Sequence[int]]] = None):
+                    outputs: Sequence[Sequence[int]] | None = None):
     """The window sliding over every output in loop order, one frame per output.
 
     Show it with ``IPython.display.HTML(convlab.viz.to_html(anim))`` or write it with

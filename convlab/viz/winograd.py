@@ -21,8 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import convlab
-from convlab import params, registry
-from convlab import winograd_transforms as wt
+from convlab import params, registry, winograd_transforms as wt
 from convlab.strategies import winograd as strategy
 from convlab.viz import render
 
