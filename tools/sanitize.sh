@@ -119,7 +119,8 @@ if [ -f tests/test_fuzz_entry_points.py ]; then
     HYPOTHESIS_PROFILE=$profile "$python" -m pytest "${pytest_args[@]}" \
         --hypothesis-show-statistics tests/test_fuzz_entry_points.py >>"$log" 2>&1 \
         || status=$?
-    grep -E "passing examples" "$log" | awk '{n += $2} END {print "   " n " passing examples"}' || true
+    grep -oE "[0-9]+ passing," "$log" \
+        | awk '{n += $1; t += 1} END {print "   " n " passing examples over " t " tests"}' || true
     tail -3 "$log"
 else
     echo "== no tests/test_fuzz_entry_points.py: fuzz tests skipped"
