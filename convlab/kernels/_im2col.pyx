@@ -362,18 +362,26 @@ cdef inline void zero_block(real* c, Py_ssize_t ldc, Py_ssize_t rows,
         memset(c + i * ldc, 0, cols * sizeof(real))
 
 
-cdef inline void slab_rows(const Geom* g, Py_ssize_t slab, Py_ssize_t slabs, Py_ssize_t m0,
-                           Py_ssize_t m1, Py_ssize_t* r0, Py_ssize_t* r1) noexcept nogil:
-    """[r0, r1): the rows of [m0, m1), all in one image, whose taps of kernel row ``slab``
-    on the first spatial axis land inside the input rather than in its padding."""
+cdef struct RowRange:
+    Py_ssize_t begin, end
+
+
+cdef inline RowRange slab_rows(const Geom* g, Py_ssize_t slab, Py_ssize_t slabs, Py_ssize_t m0,
+                               Py_ssize_t m1) noexcept nogil:
+    """[begin, end): the rows of [m0, m1), all in one image, whose taps of kernel row
+    ``slab`` on the first spatial axis land inside the input rather than in its padding.
+    Returned by value: a result written through pointers to variables of the caller's
+    parallel block would leave them shared between its threads."""
     cdef Py_ssize_t inner = g.P // g.out_shape[0], image = m0 // g.P * g.P
     # output o reads input o * stride + shift' where shift' = slab * dilation - pad
     cdef Py_ssize_t shift = g.pads[0] - slab * (g.kext[0] // (slabs - 1))
     cdef Py_ssize_t stride = g.strides[0], last = g.in_shape[0] - 1 + shift
     cdef Py_ssize_t lo = 0 if shift <= 0 else (shift + stride - 1) // stride
     cdef Py_ssize_t hi = 0 if last < 0 else min(last // stride + 1, g.out_shape[0])
-    r0[0] = max(m0, image + lo * inner)
-    r1[0] = max(r0[0], min(m1, image + hi * inner))
+    cdef RowRange rows
+    rows.begin = max(m0, image + lo * inner)
+    rows.end = max(rows.begin, min(m1, image + hi * inner))
+    return rows
 
 
 cdef inline void add_bias(real* c, Py_ssize_t ldc, const real* bias, Py_ssize_t rows,
@@ -519,7 +527,8 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
         summing = seeds(ep)
     if work.shape[0] > 0:
         wk = &work[0]
-    cdef Py_ssize_t slab, slab_w = 0, r0 = 0, r1 = 0
+    cdef Py_ssize_t slab, slab_w = 0
+    cdef RowRange span
     try:
         if tap_slabs > 1:
             if (mode != C_MODE_COLS or path != C_PATH_UNFOLD or cols_per_block != g.W
@@ -592,12 +601,12 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
                                     if not summing:
                                         zero_block(cp, g.OC, rows, n1 - n0)
                                     for slab in range(tap_slabs):
-                                        slab_rows(&g, slab, tap_slabs, m0, m1, &r0, &r1)
-                                        if r1 > r0:
-                                            gemm(cp + (r0 - m0) * g.OC, g.OC,
-                                                 wk + (r0 - m0) * ld + slab * slab_w, ld,
-                                                 w_blk + slab * slab_w * g.OCg, g.OCg,
-                                                 r1 - r0, n1 - n0, slab_w, True)
+                                        span = slab_rows(&g, slab, tap_slabs, m0, m1)
+                                        if span.end > span.begin:
+                                            gemm(cp + (span.begin - m0) * g.OC, g.OC,
+                                                 wk + (span.begin - m0) * ld + slab * slab_w,
+                                                 ld, w_blk + slab * slab_w * g.OCg, g.OCg,
+                                                 span.end - span.begin, n1 - n0, slab_w, True)
                                 else:
                                     gemm(cp, g.OC, wk, ld, w_blk, g.OCg, rows, n1 - n0, ld,
                                          jb > 0 or summing)
