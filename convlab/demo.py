@@ -20,7 +20,7 @@ import numpy as np
 import convlab
 from convlab import cost_model, shapes
 from convlab.benchmark import IDLE_SECONDS, time_block
-from convlab.threads import available_cores, effective_threads
+from convlab.threads import available_cores, blas_limit, effective_threads
 
 SUITE = "resnet_50"
 # The timed part must leave the whole demo well inside a minute even with a slow kernel:
@@ -120,17 +120,6 @@ def _blas_name() -> str:
         return "BLAS unknown"
 
 
-def _blas_limit(threads: int):
-    try:
-        from threadpoolctl import threadpool_limits
-
-        return threadpool_limits(limits=threads, user_api="blas")
-    except ImportError:
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
 def _load_note() -> str:
     """Other work on the machine skews timings; say how busy it was."""
     try:
@@ -178,7 +167,7 @@ def run_demo(threads: int | None = None, repeats: int = 5) -> int:
     reduced = False
     timed_start = time.perf_counter()
     cases = []
-    with _blas_limit(n_threads):
+    with blas_limit(n_threads):
         # Two passes, convlab's layers and then the NumPy baseline's: OpenBLAS workers spin
         # for about 0.1 s after a call, and alternating the two let them starve convlab's
         # OpenMP threads (calls took whole 4 ms scheduler ticks on 2 cores).

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
@@ -261,21 +260,26 @@ def _user_dst(dst: np.ndarray, problem: TransposeProblem) -> np.ndarray:
 
 # --------------------------------------------------------------------------- computing
 
+def _forward_data_format(problem: TransposeProblem) -> str:
+    """The layout run_forward hands convolve: src as given when nothing is stretched, else
+    the channels-last stretched copy it builds."""
+    return problem.data_format if max(problem.strides) == 1 else "NXC"
+
+
 def run_forward(problem: TransposeProblem, src: np.ndarray, grouped: np.ndarray, bias,
                 algorithm: str, threads, precision: str) -> np.ndarray:
     """The transposed convolution as a forward one through :func:`convlab.convolve`."""
     from convlab.api import convolve
 
+    data_format = _forward_data_format(problem)
     if max(problem.strides) == 1:
-        # Nothing to stretch: src goes in as the user laid it out.
-        stretched, data_format = src, problem.data_format
+        stretched = src  # nothing to stretch: src goes in as the user laid it out
     else:
         canonical = _canonical_src(src, problem)
         stretched = np.zeros((problem.batch, *problem.stretched_shape, problem.in_channels),
                              dtype=problem.dtype)
         every_stride = tuple(slice(None, None, s) for s in problem.strides)
         stretched[(slice(None),) + every_stride] = canonical
-        data_format = "NXC"
     pads_begin, pads_end = problem.forward_pads
     dst = convolve(stretched, forward_weights(grouped, problem), bias, strides=1,
                    pads_begin=pads_begin, pads_end=pads_end, dilations=problem.dilations,
@@ -421,32 +425,23 @@ def algorithm_run(problem: TransposeProblem, algorithm: str = "auto", threads=No
                   precision: str = "default") -> str:
     """The name of what :func:`conv_transpose` runs for ``problem``: "col2im", or the forward
     algorithm applied to the stretched input (what "auto" picks there, resolved)."""
-    from convlab.api import select_algorithm
-    from convlab.select import parse_precision
+    from convlab import select
 
     chosen = choose(problem, algorithm)
     if chosen != "auto":
         return chosen
-    r = problem.rank
-    # As run_forward lays src out: as given when nothing is stretched, else channels-last.
-    data_format = problem.data_format if max(problem.strides) == 1 else "NXC"
-    src = _Described(params._data_shape(problem.batch, problem.in_channels,
-                                        problem.stretched_shape, data_format), problem.dtype)
-    weights = _Described((*problem.kernel_shape, problem.in_channels_per_group,
-                          problem.out_channels), problem.dtype)
-    bias = _Described((problem.out_channels,), problem.dtype) if problem.has_bias else None
+    data_format = _forward_data_format(problem)
     pads_begin, pads_end = problem.forward_pads
-    return select_algorithm(src, weights, bias, threads=threads,
-                            precision=parse_precision(precision), strides=[1] * r,
-                            pads_begin=pads_begin, pads_end=pads_end,
-                            dilations=problem.dilations, groups=problem.groups,
-                            data_format=data_format, weights_format="XIO")
-
-
-class _Described(NamedTuple):
-    """An array's shape and dtype, all that choosing an algorithm reads."""
-    shape: tuple[int, ...]
-    dtype: np.dtype
+    forward = params.make_problem(
+        params._data_shape(problem.batch, problem.in_channels, problem.stretched_shape,
+                           data_format), problem.dtype,
+        (*problem.kernel_shape, problem.in_channels_per_group, problem.out_channels),
+        problem.dtype, (problem.out_channels,) if problem.has_bias else None,
+        problem.dtype if problem.has_bias else None, strides=1, pads_begin=pads_begin,
+        pads_end=pads_end, dilations=problem.dilations, groups=problem.groups,
+        data_format=data_format, weights_format="XIO")
+    return select.choose(forward, effective_threads(threads),
+                         precision=select.parse_precision(precision))
 
 
 def execute(problem: TransposeProblem, src, grouped, bias, algorithm, threads,
