@@ -1,0 +1,666 @@
+"""``fft``: convolution through the convolution theorem, on ``scipy.fft`` (pocketfft).
+
+For each spatial tile, the real-to-complex transform of the input tile over the spatial
+axes, times the conjugated transform of the (zero-stretched) kernel, summed over the
+input channels of a group, and transformed back, gives the tile's cross-correlation::
+
+    Y[f, t, g*OCg + o] = sum_i X[f, t, g*ICg + i] * conj(W[f, g, i, o])     (per frequency f)
+    y = irfftn(Y)[valid positions]
+
+so the work per output no longer grows with the kernel's extent: that of direct and
+im2col grows as prod(K), this one as log(prod(L)) (L the transform length) plus the
+contraction over channels, which is where the work is on wide layers.
+
+The steps, for a block of tiles (spatial tile x image pairs) and a chunk of groups:
+
+* gather: each tile's window of the padded input, zeros where it lies in the padding
+  (negative pads crop), into a real buffer (L..., tiles, channels);
+* ``scipy.fft.rfftn`` over the spatial axes with ``workers=threads``;
+* the contraction per frequency: a batched complex GEMM (``numpy.matmul``, per group, BLAS
+  held at one thread while this module's threads split the frequencies), or, for few
+  channels per group (depthwise), a broadcast product;
+* ``scipy.fft.irfftn`` with ``workers=threads``, then the crop: the first outputs of each
+  tile, every stride-th one, plus the bias, into dst.
+
+Tiles (overlap-save, as ``scipy.signal.oaconvolve`` overlaps): a tile of To outputs per
+axis reads (To - 1) * S + Ke inputs (Ke = (K - 1) * D + 1, the stretched kernel); the
+transform length L >= that is a fast size (``scipy.fft.next_fast_len``), and the circular
+correlation's first (To - 1) * S + 1 positions, the ones kept, see no wrap-around. The
+tile shape is chosen per problem by an operation count (:func:`tiling`), within the
+workspace bound that im2col uses (``im2col.get_workspace_limit()``, 16 MiB by default,
+``CONVLAB_IM2COL_WORKSPACE``): the buffers of one block never exceed it, whatever the
+batch and image size; a problem whose smallest tile of one group does not fit is refused
+by ``supports``. The transformed weights (like Winograd's U) are not workspace: they are
+prepared weights, (F, G, ICg, OCg) complex numbers for a transform of F frequencies.
+
+Strides above 1: the dense result is computed on each tile and decimated (every S-th
+position kept), so a call does S^r times the transforms and contraction of its outputs;
+the cost hook counts that, and "auto" picks fft on a strided problem only where it still
+wins. Dilation: the kernel is stretched with zeros before its transform.
+
+Exactness where the transforms would blur it (as for Winograd): outputs whose every tap
+is padding are set to the bias exactly, and a call whose result holds Inf or NaN is
+recomputed by ``direct`` (``im2col`` above rank 3), so special values land where the
+definition puts them.
+
+Plans: ``prepare_weights`` keeps the canonical weights; each transform shape's weight
+spectrum is computed by the first run that needs it and kept with the prepared weights
+(the registry's hook knows neither the src extents, which decide the tile, nor the thread
+count), so a plan transforms its weights once per tile shape.
+
+Threads: the transforms run on pocketfft's threads (``workers=threads``); the contraction
+on this module's thread pool, the BLAS at one thread meanwhile; the gathers and crops on
+the calling thread. Nothing runs wide at the same time. The tile shape, blocks and the
+frequency chunks the threads share do not depend on ``threads``, so every thread count
+gives the same result, bit for bit.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import scipy.fft as sfft
+
+from convlab import cost_model
+from convlab.registry import get_algorithm, register_algorithm
+from convlab.strategies import im2col
+from convlab.threads import available_cores, blas_limit
+
+# --------------------------------------------------------------------------- constants
+
+# The tile choice weighs the work of candidate tile shapes by these seconds per unit, of
+# the order measured on one core of the AVX2 EPYC (pocketfft ~10 GFLOP/s counted as
+# 2.5 N log2 N per real transform, complex GEMM ~60 GFLOP/s, a broadcast complex product
+# ~10 GFLOP/s, NumPy copies ~5 GB/s, ~15 us of Python per tile gathered and cropped).
+# Only their ratios matter: they set where a larger transform's longer lines stop paying
+# for the overlap it saves. They are not the fitted cost constants, which price the
+# chosen tiling for "auto" (see cost_terms): the tile must not change when a calibration
+# refits those, or the timings it was fitted on would no longer describe the runs.
+TILE_CHOICE_SECONDS = {
+    "fft_flops": 1.0e-10,
+    "gemm_flops": 1.6e-11,
+    "broadcast_flops": 1.0e-10,
+    "copy_bytes": 2.0e-10,
+    "tile": 1.5e-5,
+    "block": 1.0e-4,
+}
+
+# Per axis, tiles of 1, 2, 3, 4, 6, 8, 12, ... outputs (a ratio of about sqrt(2)) and the
+# whole axis are the candidates; the tile shape is the cheapest combination.
+TILE_LADDER_RATIO = 1.5
+
+# The contraction takes the broadcast product (one elementwise multiply-add per input
+# channel of a group) when a group has one input channel or ICg * OCg is at most this;
+# above it, one BLAS complex GEMM per group and frequency chunk.
+BROADCAST_MAX_CHANNEL_PRODUCT = 16
+
+# Frequencies per contraction chunk: the chunks the threads share. A chunk's X, W and Y
+# slices take about this many bytes; fixed per problem so that results do not depend on
+# the thread count.
+CHUNK_BYTES = 256 * 2**10
+
+# Weight spectra kept with prepared weights, per tile shape (a plan that sees many image
+# sizes keeps the latest ones).
+MAX_KEPT_SPECTRA = 4
+
+# Real transform flops per point and log2 point (the usual 2.5 N log2 N count).
+FFT_FLOPS_PER_POINT_LOG = 2.5
+# Real flops per complex multiply-add.
+COMPLEX_MAC_FLOPS = 8
+
+# Measured float32 ||y - ref|| / ||ref|| against the float64 reference on N(0, 1) data;
+# see MEASURED_RELATIVE_ERROR_BY_RANK below (python bench/fft_accuracy.py).
+MEASURED_RELATIVE_ERROR_BY_RANK = {1: 1.0e-6, 2: 1.0e-6, 3: 1.0e-6}
+
+
+def _workspace_limit() -> int:
+    """The bytes one call's buffers may take: im2col's workspace bound."""
+    return im2col.get_workspace_limit()
+
+
+@lru_cache(maxsize=1)
+def _reference_parallelism() -> int:
+    return available_cores()
+
+
+# --------------------------------------------------------------------------- geometry
+
+def stretched_kernel(problem) -> Tuple[int, ...]:
+    """Ke per axis: the dilated kernel's extent, (K - 1) * D + 1."""
+    return tuple((k - 1) * d + 1 for k, d in zip(problem.kernel_shape, problem.dilations))
+
+
+def spectrum_shape(fft_shape) -> Tuple[int, ...]:
+    """Frequencies per axis of a real transform of ``fft_shape`` (the last axis halved)."""
+    return tuple(fft_shape[:-1]) + (fft_shape[-1] // 2 + 1,)
+
+
+def _fft_flops(points: float) -> float:
+    return FFT_FLOPS_PER_POINT_LOG * points * math.log2(max(points, 2.0))
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How a problem is cut: the transform shape, outputs per tile and tiles per axis,
+    groups per chunk, (spatial tile, image) pairs per block, the contraction."""
+
+    fft_shape: Tuple[int, ...]
+    tile_outputs: Tuple[int, ...]
+    tiles_per_axis: Tuple[int, ...]
+    group_chunk: int
+    block_tiles: int
+    contraction: str            # "gemm" or "broadcast"
+    workspace_bytes: int        # the most one block's buffers take
+
+    @property
+    def spectrum_shape(self) -> Tuple[int, ...]:
+        return spectrum_shape(self.fft_shape)
+
+    @property
+    def spatial_tiles(self) -> int:
+        return math.prod(self.tiles_per_axis)
+
+    def describe(self) -> Dict[str, Any]:
+        return {"fft_shape": "x".join(map(str, self.fft_shape)),
+                "tile_outputs": "x".join(map(str, self.tile_outputs)),
+                "tiles": "x".join(map(str, self.tiles_per_axis)),
+                "group_chunk": self.group_chunk, "block_tiles": self.block_tiles,
+                "contraction": self.contraction, "workspace_bytes": self.workspace_bytes}
+
+
+def _contraction(problem) -> str:
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    return "broadcast" if icg == 1 or icg * ocg <= BROADCAST_MAX_CHANNEL_PRODUCT else "gemm"
+
+
+def tile_bytes_per_group(problem, fft_shape) -> int:
+    """Workspace of one tile and one group: the real input tile and its spectrum, the
+    output spectrum and the real output tile (all four may be alive in a block)."""
+    points = math.prod(fft_shape)
+    freqs = math.prod(spectrum_shape(fft_shape))
+    itemsize = problem.dtype.itemsize
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    return itemsize * (points * (icg + ocg) + 2 * freqs * (icg + ocg))
+
+
+def _axis_candidates(outputs: int, stride: int, extent: int, last: bool,
+                     most: int) -> List[Tuple[int, int]]:
+    """(L, To) pairs for one axis: tiles of a ladder of output counts and the whole axis,
+    each with the fast transform length that covers it, To then as many outputs as that
+    length holds. Lengths above ``most`` are left out."""
+    found: Dict[int, int] = {}
+    count = 1
+    while True:
+        wanted = (count - 1) * stride + extent
+        if wanted > most:
+            break
+        length = sfft.next_fast_len(wanted, real=last)
+        if length > most:
+            break
+        held = min(outputs, (length - extent) // stride + 1)
+        found.setdefault(length, held)
+        if held >= outputs:
+            break
+        count = min(outputs, max(count + 1, int(count * TILE_LADDER_RATIO)))
+    return sorted(found.items())
+
+
+def refusal(problem) -> Optional[str]:
+    """Why the smallest tile does not fit the workspace, or None."""
+    extents = stretched_kernel(problem)
+    smallest = tuple(sfft.next_fast_len(e, real=(axis == problem.rank - 1))
+                     for axis, e in enumerate(extents))
+    need = tile_bytes_per_group(problem, smallest)
+    limit = _workspace_limit()
+    if need > limit:
+        return (f"kernel extent {'x'.join(map(str, extents))} with IC/G + OC/G = "
+                f"{problem.in_channels_per_group + problem.out_channels_per_group}: one "
+                f"tile of one group needs {need} bytes, more than the workspace limit "
+                f"{limit} (im2col.set_workspace_limit)")
+    return None
+
+
+def tiling(problem) -> Tiling:
+    """The tile shape with the lowest operation-count estimate (TILE_CHOICE_SECONDS) among
+    the candidates whose one-tile, one-group workspace fits the limit; then the group
+    chunk and block size that fill the workspace."""
+    return _tiling(problem, _workspace_limit(), _reference_parallelism())
+
+
+@lru_cache(maxsize=256)
+def _tiling(problem, limit: int, cores: int) -> Tiling:
+    r = problem.rank
+    extents = stretched_kernel(problem)
+    per_point = problem.dtype.itemsize * (problem.in_channels_per_group
+                                          + problem.out_channels_per_group)
+    most = max(1, limit // max(1, per_point))
+    axes = [_axis_candidates(o, s, e, axis == r - 1, most)
+            for axis, (o, s, e) in enumerate(zip(problem.output_shape, problem.strides,
+                                                  extents))]
+    if any(not candidates for candidates in axes):
+        raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
+    contraction = _contraction(problem)
+    best = None
+    for combo in product(*axes):
+        fft_shape = tuple(length for length, _ in combo)
+        per_group = tile_bytes_per_group(problem, fft_shape)
+        if per_group > limit:
+            continue
+        outputs = tuple(held for _, held in combo)
+        seconds = _choice_seconds(problem, fft_shape, outputs, contraction, limit, cores)
+        if best is None or seconds < best[0]:
+            best = (seconds, fft_shape, outputs)
+    if best is None:
+        raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
+    _, fft_shape, outputs = best
+    return _blocked(problem, fft_shape, outputs, contraction, limit)
+
+
+def _blocked(problem, fft_shape, outputs, contraction, limit) -> Tiling:
+    tiles = tuple(-(-o // t) for o, t in zip(problem.output_shape, outputs))
+    per_group = tile_bytes_per_group(problem, fft_shape)
+    groups = problem.groups
+    pairs = math.prod(tiles) * problem.batch
+    if per_group * groups <= limit:
+        chunk = groups
+        block = max(1, min(pairs, limit // (per_group * groups)))
+    else:
+        chunk = max(1, limit // per_group)
+        block = 1
+    return Tiling(fft_shape, outputs, tiles, chunk, block, contraction,
+                  per_group * chunk * block)
+
+
+def _choice_seconds(problem, fft_shape, outputs, contraction, limit, cores) -> float:
+    """The operation-count estimate the tile choice minimises (one-shot call)."""
+    t = _blocked(problem, fft_shape, outputs, contraction, limit)
+    counts = work_counts(problem, t)
+    s = TILE_CHOICE_SECONDS
+    contraction_seconds = counts["contraction_flops"] * (
+        s["gemm_flops"] if contraction == "gemm" else s["broadcast_flops"])
+    parallel = ((counts["forward_fft_flops"] + counts["inverse_fft_flops"]
+                 + counts["weight_fft_flops"]) * s["fft_flops"] + contraction_seconds)
+    serial = (counts["copy_bytes"] * s["copy_bytes"] + counts["tiles"] * s["tile"]
+              + counts["blocks"] * s["block"])
+    return parallel / cores + serial
+
+
+def work_counts(problem, t: Tiling) -> Dict[str, float]:
+    """What a run with tiling ``t`` does: transform and contraction flops, bytes gathered
+    and cropped, tiles and blocks (a group chunk's pass over a spatial tile counts as one
+    tile: the images of a block are copied together)."""
+    points = math.prod(t.fft_shape)
+    freqs = math.prod(t.spectrum_shape)
+    pairs = t.spatial_tiles * problem.batch
+    chunks = -(-problem.groups // t.group_chunk)
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    one = _fft_flops(points)
+    return {
+        "forward_fft_flops": pairs * problem.in_channels * one,
+        "inverse_fft_flops": pairs * problem.out_channels * one,
+        "contraction_flops": pairs * freqs * COMPLEX_MAC_FLOPS * icg * ocg * problem.groups,
+        "weight_fft_flops": _weight_fft_flops(problem, t.fft_shape),
+        "copy_bytes": problem.dtype.itemsize * (pairs * points * problem.in_channels
+                                                + problem.batch * problem.output_size
+                                                * problem.out_channels),
+        "tiles": t.spatial_tiles * chunks * max(1, -(-problem.batch // t.block_tiles)),
+        "blocks": chunks * -(-pairs // t.block_tiles),
+    }
+
+
+def _weight_fft_flops(problem, fft_shape) -> float:
+    """The weights' transform axis by axis (last axis first), each pass over the lines
+    the previous ones made non-zero: prod(Ke) x ... shrinking the work of zero lines."""
+    extents = list(stretched_kernel(problem))
+    filters = problem.in_channels_per_group * problem.out_channels
+    total = 0.0
+    shape = extents[:]
+    for axis in reversed(range(problem.rank)):
+        lines = math.prod(shape) / shape[axis]
+        total += lines * _fft_flops(fft_shape[axis]) * (0.5 if axis == problem.rank - 1
+                                                        else 1.0)
+        shape[axis] = spectrum_shape(fft_shape)[axis]
+    return total * filters
+
+
+# --------------------------------------------------------------------------- weights
+
+class FFTWeights:
+    """What ``prepare_weights`` hands to ``run``: the canonical weights, and the weight
+    spectra computed so far, one per transform shape (at most MAX_KEPT_SPECTRA).
+
+    A spectrum is (F, G, ICg, OCg) complex, conjugated and scaled by 1 / prod(L), so that
+    the inverse transform needs no scaling."""
+
+    __slots__ = ("problem", "canonical", "_spectra", "_lock", "transforms")
+
+    def __init__(self, problem, canonical: np.ndarray):
+        self.problem = problem
+        self.canonical = canonical
+        self._spectra: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
+        self._lock = threading.Lock()
+        self.transforms = 0  # how many spectra were computed (for tests)
+
+    def spectrum(self, fft_shape, threads: int) -> np.ndarray:
+        key = tuple(fft_shape)
+        with self._lock:
+            found = self._spectra.get(key)
+            if found is not None:
+                self._spectra.move_to_end(key)
+                return found
+            spectrum = weight_spectrum(self.problem, self.canonical, key, threads)
+            self._spectra[key] = spectrum
+            self.transforms += 1
+            while len(self._spectra) > MAX_KEPT_SPECTRA:
+                self._spectra.popitem(last=False)
+            return spectrum
+
+
+def weight_spectrum(problem, canonical: np.ndarray, fft_shape, threads: int) -> np.ndarray:
+    """conj(rfftn(stretched weights, fft_shape)) / prod(fft_shape) as (F, G, ICg, OCg)."""
+    r = problem.rank
+    w = np.asarray(canonical, dtype=problem.dtype)
+    if any(d != 1 for d in problem.dilations):
+        stretched = np.zeros((problem.groups, *stretched_kernel(problem),
+                              problem.in_channels_per_group, problem.out_channels_per_group),
+                             dtype=problem.dtype)
+        stretched[(slice(None), *(slice(None, None, d) for d in problem.dilations))] = w
+        w = stretched
+    # axis by axis, the last (real) one first: the zero lines of the padding are never
+    # transformed by the axes still to come
+    spectrum = sfft.rfft(w, n=fft_shape[-1], axis=r, workers=threads)
+    for axis in reversed(range(r - 1)):
+        spectrum = sfft.fft(spectrum, n=fft_shape[axis], axis=1 + axis, workers=threads,
+                            overwrite_x=True)
+    np.conjugate(spectrum, out=spectrum)
+    spectrum *= 1.0 / math.prod(fft_shape)
+    freqs = math.prod(spectrum_shape(fft_shape))
+    moved = np.moveaxis(spectrum, 0, r)  # (F..., G, ICg, OCg)
+    return np.ascontiguousarray(moved).reshape(freqs, problem.groups,
+                                               problem.in_channels_per_group,
+                                               problem.out_channels_per_group)
+
+
+def prepare_weights(problem, weights) -> FFTWeights:
+    # The spectra wait for the first run, which knows the tile shape and thread count.
+    return FFTWeights(problem, weights)
+
+
+# --------------------------------------------------------------------------- tiles
+
+@dataclass(frozen=True)
+class AxisTile:
+    """One tile along one axis: the source range it reads and where that lands in the
+    buffer, and the outputs it writes."""
+
+    src: slice
+    buffer: slice
+    out: slice
+    count: int
+
+
+def axis_tiles(problem, t: Tiling, axis: int) -> List[AxisTile]:
+    """The tiles along ``axis`` that read some of src (a tile wholly in the padding
+    writes outputs whose every tap is padding: those are set to the bias)."""
+    extent = problem.input_shape[axis]
+    stride, begin = problem.strides[axis], problem.pads_begin[axis]
+    length, held = t.fft_shape[axis], t.tile_outputs[axis]
+    found = []
+    for index in range(t.tiles_per_axis[axis]):
+        first = index * held
+        count = min(held, problem.output_shape[axis] - first)
+        start = first * stride - begin  # src position of buffer position 0
+        lo, hi = max(start, 0), min(start + length, extent)
+        if lo >= hi:
+            continue
+        found.append(AxisTile(slice(lo, hi), slice(lo - start, hi - start),
+                              slice(first, first + count), count))
+    return found
+
+
+def blocks(problem, t: Tiling):
+    """Lists of (spatial tile, first image, images, first buffer row) segments, each list
+    at most ``t.block_tiles`` (spatial tile, image) pairs."""
+    per_axis = [axis_tiles(problem, t, axis) for axis in range(problem.rank)]
+    block, used = [], 0
+    for spatial in product(*per_axis):
+        image = 0
+        while image < problem.batch:
+            take = min(problem.batch - image, t.block_tiles - used)
+            block.append((spatial, image, take, used))
+            used += take
+            image += take
+            if used == t.block_tiles:
+                yield block
+                block, used = [], 0
+    if block:
+        yield block
+
+
+def padding_only(problem) -> List[np.ndarray]:
+    """Per axis, the output positions whose every tap on that axis lies in the padding."""
+    masks = []
+    for axis in range(problem.rank):
+        o = np.arange(problem.output_shape[axis], dtype=np.int64)
+        stride, dilation = problem.strides[axis], problem.dilations[axis]
+        first = o * stride - problem.pads_begin[axis]
+        # the first tap at or after src position 0
+        k = np.maximum(0, -(first // dilation))
+        reads = (k < problem.kernel_shape[axis]) & (first + k * dilation
+                                                    < problem.input_shape[axis])
+        masks.append(~reads)
+    return masks
+
+
+def _fill_padding_only(problem, dst, bias) -> None:
+    value = 0 if bias is None else bias
+    for axis, mask in enumerate(padding_only(problem)):
+        where = np.flatnonzero(mask)
+        if where.size:
+            dst[(slice(None),) * (1 + axis) + (where,)] = value
+
+
+# --------------------------------------------------------------------------- contraction
+
+_pool: Optional[ThreadPoolExecutor] = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(1, available_cores() - 1),
+                                       thread_name_prefix="convlab-fft")
+        return _pool
+
+
+def frequency_chunks(freqs: int, per_frequency_bytes: int) -> List[Tuple[int, int]]:
+    """Frequency ranges of about CHUNK_BYTES each (independent of the thread count)."""
+    size = max(1, CHUNK_BYTES // max(1, per_frequency_bytes))
+    return [(f, min(freqs, f + size)) for f in range(0, freqs, size)]
+
+
+def _run_parallel(work, chunks, threads: int) -> None:
+    """``work(lo, hi)`` on every chunk, the chunks dealt out to ``threads`` threads (the
+    caller is one of them)."""
+    threads = max(1, min(threads, len(chunks)))
+    if threads == 1:
+        for lo, hi in chunks:
+            work(lo, hi)
+        return
+    shares = [chunks[i::threads] for i in range(threads)]
+
+    def run_share(share):
+        for lo, hi in share:
+            work(lo, hi)
+
+    futures = [_executor().submit(run_share, share) for share in shares[1:]]
+    try:
+        run_share(shares[0])
+    finally:
+        for future in futures:
+            future.result()
+
+
+def contract(x: np.ndarray, w: np.ndarray, y: np.ndarray, groups: int, contraction: str,
+             threads: int) -> None:
+    """y[f, b, g*OCg + o] = sum_i x[f, b, g*ICg + i] * w[f, g, i, o] for a chunk of groups.
+
+    ``x`` (F, B, gc*ICg), ``w`` (F, gc, ICg, OCg) and ``y`` (F, B, gc*OCg), complex."""
+    freqs, rows = x.shape[0], x.shape[1]
+    icg, ocg = w.shape[2], w.shape[3]
+    per_frequency = x.itemsize * (rows * groups * (icg + ocg) + groups * icg * ocg)
+    chunks = frequency_chunks(freqs, per_frequency)
+    if contraction == "broadcast":
+        x4 = x.reshape(freqs, rows, groups, icg)
+        y4 = y.reshape(freqs, rows, groups, ocg)
+
+        def work(lo, hi):
+            out = y4[lo:hi]
+            np.multiply(x4[lo:hi, :, :, 0:1], w[lo:hi, None, :, 0, :], out=out)
+            for i in range(1, icg):
+                out += x4[lo:hi, :, :, i:i + 1] * w[lo:hi, None, :, i, :]
+
+        _run_parallel(work, chunks, threads)
+        return
+
+    def work(lo, hi):
+        for g in range(groups):
+            np.matmul(x[lo:hi, :, g * icg:(g + 1) * icg], w[lo:hi, g],
+                      out=y[lo:hi, :, g * ocg:(g + 1) * ocg])
+
+    with blas_limit(1):
+        _run_parallel(work, chunks, threads)
+
+
+# --------------------------------------------------------------------------- run
+
+last_run: Dict[str, Any] = {}
+"""What the latest call did: tiling, blocks, whether it fell back (for tests, explain)."""
+
+
+def _supports(problem) -> Optional[str]:
+    if problem.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        return f"dtype {problem.dtype}: fft computes float32 and float64"
+    return refusal(problem)
+
+
+def _exact_fallback(problem):
+    return get_algorithm("direct" if problem.rank <= 3 else "im2col")
+
+
+def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
+    """Compute ``dst``; returns "fft", or the exact algorithm that recomputed a result
+    holding Inf or NaN."""
+    r = problem.rank
+    t = tiling(problem)
+    spectrum = prepared.spectrum(t.fft_shape, threads)
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    spatial = tuple(range(r))
+    freqs = math.prod(t.spectrum_shape)
+    complex_dtype = np.result_type(problem.dtype, np.complex64)
+    steps = tuple(slice(None, None, s) for s in problem.strides)
+    block_count = 0
+    for g0 in range(0, problem.groups, t.group_chunk):
+        gc = min(t.group_chunk, problem.groups - g0)
+        ic0, ic1 = g0 * icg, (g0 + gc) * icg
+        oc0, oc1 = g0 * ocg, (g0 + gc) * ocg
+        chunk_bias = None if bias is None else bias[oc0:oc1]
+        w = spectrum[:, g0:g0 + gc]
+        buffers = {}
+        for block in blocks(problem, t):
+            block_count += 1
+            rows = sum(take for _, _, take, _ in block)
+            if rows not in buffers:  # the full size, then maybe a shorter last block
+                buffers.clear()  # never both at once
+                buffers[rows] = (
+                    np.empty((*t.fft_shape, rows, ic1 - ic0), problem.dtype),
+                    np.empty((*t.spectrum_shape, rows, oc1 - oc0), complex_dtype))
+            tiles_in, y = buffers[rows]
+            tiles_in.fill(0)
+            for axes, image, take, row in block:
+                window = src[(slice(image, image + take), *(a.src for a in axes),
+                              slice(ic0, ic1))]
+                target = tiles_in[(*(a.buffer for a in axes), slice(row, row + take))]
+                np.copyto(target, np.moveaxis(window, 0, r))
+            x = sfft.rfftn(tiles_in, axes=spatial, workers=threads)
+            contract(x.reshape(freqs, rows, ic1 - ic0), w, y.reshape(freqs, rows, oc1 - oc0),
+                     gc, t.contraction, threads)
+            del x
+            out = sfft.irfftn(y, s=t.fft_shape, axes=spatial, norm="forward",
+                              overwrite_x=True, workers=threads)
+            for axes, image, take, row in block:
+                kept = out[(*(slice(0, (a.count - 1) * s + 1)
+                              for a, s in zip(axes, problem.strides)),
+                            slice(row, row + take))][steps]
+                target = dst[(slice(image, image + take), *(a.out for a in axes),
+                              slice(oc0, oc1))]
+                kept = np.moveaxis(kept, r, 0)
+                if chunk_bias is None:
+                    np.copyto(target, kept)
+                else:
+                    np.add(kept, chunk_bias, out=target)
+            del out
+    _fill_padding_only(problem, dst, bias)
+    info = dict(t.describe(), blocks=block_count, fallback=None)
+    if not np.isfinite(dst).all():
+        exact = _exact_fallback(problem)
+        exact.run(problem, src, exact.prepare_weights(problem, prepared.canonical), bias,
+                  dst, threads)
+        info["fallback"] = exact.name
+    last_run.clear()
+    last_run.update(info)
+    return info["fallback"] or "fft"
+
+
+# --------------------------------------------------------------------------- cost
+
+def cost_terms(problem, threads) -> tuple:
+    """The work of one ``convolve`` call, as :mod:`convlab.cost_model` terms, and details
+    for ``explain``. Transforms and the contraction run on ``threads`` threads; the
+    gathers, crops and per-block calls on one."""
+    t = tiling(problem)
+    counts = work_counts(problem, t)
+    gemm = t.contraction == "gemm"
+    terms = {
+        "call": 1.0,
+        "forward_fft_flops": counts["forward_fft_flops"] / threads,
+        "inverse_fft_flops": counts["inverse_fft_flops"] / threads,
+        "gemm_flops": counts["contraction_flops"] / threads if gemm else 0.0,
+        "broadcast_flops": 0.0 if gemm else counts["contraction_flops"] / threads,
+        "copy_bytes": counts["copy_bytes"],
+        "tiles": counts["tiles"],
+        "blocks": counts["blocks"],
+        # a plan transforms its weights once (cost_model.PREPARATION_TERMS)
+        "weight_transform_flops": counts["weight_fft_flops"] / threads,
+    }
+    details = dict(t.describe(), threads=threads,
+                   float32_relative_error=relative_error(problem))
+    return terms, details
+
+
+def _cost(problem, threads):
+    return cost_model.estimate("fft", threads, *cost_terms(problem, threads))
+
+
+def relative_error(problem) -> float:
+    by_rank = MEASURED_RELATIVE_ERROR_BY_RANK
+    return by_rank.get(problem.rank, max(by_rank.values()))
+
+
+@register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
+                    relative_error=relative_error,
+                    description="scipy.fft transforms of overlap-save tiles x complex GEMM "
+                                "over channels; any rank, all attributes (strides decimate)")
+def run_fft(problem, src, weights, bias, dst, threads):
+    if not isinstance(weights, FFTWeights):
+        weights = prepare_weights(problem, weights)
+    run_prepared(problem, src, weights, bias, dst, threads)
