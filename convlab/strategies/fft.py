@@ -43,7 +43,9 @@ is padding are set to the bias exactly, and a call whose result holds Inf or NaN
 recomputed by ``direct`` (``im2col`` above rank 3), so special values land where the
 definition puts them.
 
-Plans: ``prepare_weights`` keeps the canonical weights; each transform shape's weight
+Plans: ``prepare_weights`` copies the weights as (K..., G, ICg, OCg), from the view of the
+caller's array the registry hands it (a nearly contiguous read in the XIO layout); each
+transform shape's weight
 spectrum is computed by the first run that needs it and kept with the prepared weights
 (the registry's hook knows neither the src extents, which decide the tile, nor the thread
 count), so a plan transforms its weights once per tile shape.
@@ -190,32 +192,54 @@ def tile_bytes_per_group(problem, fft_shape) -> int:
     return itemsize * (points * (icg + ocg) + 2 * freqs * (icg + ocg))
 
 
-def _axis_candidates(outputs: int, stride: int, extent: int, last: bool,
-                     most: int) -> List[Tuple[int, int]]:
-    """(L, To) pairs for one axis: tiles of a ladder of output counts and the whole axis,
-    each with the fast transform length that covers it, To then as many outputs as that
-    length holds. Lengths above ``most`` are left out."""
+def whole_axis_length(problem, axis: int) -> int:
+    """The shortest transform length that holds every output of ``axis`` in one tile.
+
+    The tile reads padded positions [0, (O - 1) * S + Ke), of which only [A, B) hold src
+    (A = max(P_b, 0), B = min(P_b + I, (O - 1) * S + Ke)). The circular correlation of
+    length L is exact at the kept positions q * S < L as long as no src position aliases
+    onto another tap's: L >= max(B, (O - 1) * S + Ke - A). So the padding saves length: a
+    14x14 image under a 27x27 kernel with 'same' pads needs 27, not 40.
+    """
+    extent = stretched_kernel(problem)[axis]
+    span = (problem.output_shape[axis] - 1) * problem.strides[axis] + extent
+    begin = max(problem.pads_begin[axis], 0)
+    end = min(problem.pads_begin[axis] + problem.input_shape[axis], span)
+    # the kept positions themselves must fit in the tile
+    return max(end, span - begin, (problem.output_shape[axis] - 1) * problem.strides[axis] + 1)
+
+
+def _axis_candidates(problem, axis: int, most: int) -> List[Tuple[int, int]]:
+    """(L, To) pairs for one axis: tiles of a ladder of output counts, each with the fast
+    transform length that covers it (To then as many outputs as that length holds), and
+    the whole axis in one tile. Lengths above ``most`` are left out."""
+    outputs, stride = problem.output_shape[axis], problem.strides[axis]
+    extent = stretched_kernel(problem)[axis]
+    last = axis == problem.rank - 1
     found: Dict[int, int] = {}
+    whole = sfft.next_fast_len(whole_axis_length(problem, axis), real=last)
+    if whole <= most:
+        found[whole] = outputs
     count = 1
-    while True:
+    while count < outputs:
         wanted = (count - 1) * stride + extent
         if wanted > most:
             break
         length = sfft.next_fast_len(wanted, real=last)
-        if length > most:
+        if length > most or length >= whole:
             break
         held = min(outputs, (length - extent) // stride + 1)
-        found.setdefault(length, held)
-        if held >= outputs:
-            break
-        count = min(outputs, max(count + 1, int(count * TILE_LADDER_RATIO)))
+        if held < outputs:
+            found.setdefault(length, held)
+        count = max(count + 1, int(count * TILE_LADDER_RATIO))
     return sorted(found.items())
 
 
 def refusal(problem) -> Optional[str]:
     """Why the smallest tile does not fit the workspace, or None."""
     extents = stretched_kernel(problem)
-    smallest = tuple(sfft.next_fast_len(e, real=(axis == problem.rank - 1))
+    smallest = tuple(sfft.next_fast_len(min(e, whole_axis_length(problem, axis)),
+                                        real=(axis == problem.rank - 1))
                      for axis, e in enumerate(extents))
     need = tile_bytes_per_group(problem, smallest)
     limit = _workspace_limit()
@@ -241,9 +265,7 @@ def _tiling(problem, limit: int, cores: int) -> Tiling:
     per_point = problem.dtype.itemsize * (problem.in_channels_per_group
                                           + problem.out_channels_per_group)
     most = max(1, limit // max(1, per_point))
-    axes = [_axis_candidates(o, s, e, axis == r - 1, most)
-            for axis, (o, s, e) in enumerate(zip(problem.output_shape, problem.strides,
-                                                  extents))]
+    axes = [_axis_candidates(problem, axis, most) for axis in range(r)]
     if any(not candidates for candidates in axes):
         raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
     contraction = _contraction(problem)
@@ -333,17 +355,18 @@ def _weight_fft_flops(problem, fft_shape) -> float:
 # --------------------------------------------------------------------------- weights
 
 class FFTWeights:
-    """What ``prepare_weights`` hands to ``run``: the canonical weights, and the weight
-    spectra computed so far, one per transform shape (at most MAX_KEPT_SPECTRA).
+    """What ``prepare_weights`` hands to ``run``: the weights as (K..., G, ICg, OCg)
+    (``by_tap``, a copy of the caller's), and the weight spectra computed so far, one per
+    transform shape (at most MAX_KEPT_SPECTRA).
 
     A spectrum is (F, G, ICg, OCg) complex, conjugated and scaled by 1 / prod(L), so that
     the inverse transform needs no scaling."""
 
-    __slots__ = ("problem", "canonical", "_spectra", "_lock", "transforms")
+    __slots__ = ("problem", "by_tap", "_spectra", "_lock", "transforms")
 
-    def __init__(self, problem, canonical: np.ndarray):
+    def __init__(self, problem, by_tap: np.ndarray):
         self.problem = problem
-        self.canonical = canonical
+        self.by_tap = by_tap
         self._spectra: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
         self._lock = threading.Lock()
         self.transforms = 0  # how many spectra were computed (for tests)
@@ -355,7 +378,7 @@ class FFTWeights:
             if found is not None:
                 self._spectra.move_to_end(key)
                 return found
-            spectrum = weight_spectrum(self.problem, self.canonical, key, threads)
+            spectrum = weight_spectrum(self.problem, self.by_tap, key, threads)
             self._spectra[key] = spectrum
             self.transforms += 1
             while len(self._spectra) > MAX_KEPT_SPECTRA:
@@ -363,34 +386,61 @@ class FFTWeights:
             return spectrum
 
 
-def weight_spectrum(problem, canonical: np.ndarray, fft_shape, threads: int) -> np.ndarray:
-    """conj(rfftn(stretched weights, fft_shape)) / prod(fft_shape) as (F, G, ICg, OCg)."""
+    @property
+    def canonical(self) -> np.ndarray:
+        """The weights as (G, K..., ICg, OCg) (a view), for the exact recomputation."""
+        return np.moveaxis(self.by_tap, self.problem.rank, 0)
+
+
+def weight_spectrum(problem, by_tap: np.ndarray, fft_shape, threads: int) -> np.ndarray:
+    """conj(rfftn(stretched weights, fft_shape)) / prod(fft_shape) as (F, G, ICg, OCg).
+
+    The weights (K..., G, ICg, OCg) are scaled first (a small array), taps
+    further apart than L along an axis folded onto each other (the circular correlation's
+    kernel, for whole-axis tiles shorter than the kernel), the last axis reversed: its
+    real transform is then the conjugate one, and the other axes take the unscaled
+    inverse transform (``norm="forward"``), which conjugates too. Each axis transforms
+    only the lines the axes before it made non-zero, and the result comes out in the
+    (F..., G, ICg, OCg) order the contraction reads, with no copy."""
     r = problem.rank
-    w = np.asarray(canonical, dtype=problem.dtype)
-    if any(d != 1 for d in problem.dilations):
-        stretched = np.zeros((problem.groups, *stretched_kernel(problem),
-                              problem.in_channels_per_group, problem.out_channels_per_group),
+    filters = (problem.groups, problem.in_channels_per_group, problem.out_channels_per_group)
+    w = by_tap
+    stretched = np.zeros((*stretched_kernel(problem), *filters), dtype=problem.dtype)
+    stretched[tuple(slice(None, None, d) for d in problem.dilations)] = w
+    stretched *= 1.0 / math.prod(fft_shape)
+    for axis, length in enumerate(fft_shape):
+        extent = stretched.shape[axis]
+        if extent > length:  # fold taps L apart onto each other
+            laps = -(-extent // length)
+            padded = np.zeros((*stretched.shape[:axis], laps * length,
+                               *stretched.shape[axis + 1:]), dtype=problem.dtype)
+            padded[(slice(None),) * axis + (slice(0, extent),)] = stretched
+            stretched = padded.reshape(*stretched.shape[:axis], laps, length,
+                                       *stretched.shape[axis + 1:]).sum(axis=axis)
+    last = r - 1
+    reversed_last = np.zeros((*stretched.shape[:last], fft_shape[last], *filters),
                              dtype=problem.dtype)
-        stretched[(slice(None), *(slice(None, None, d) for d in problem.dilations))] = w
-        w = stretched
-    # axis by axis, the last (real) one first: the zero lines of the padding are never
-    # transformed by the axes still to come
-    spectrum = sfft.rfft(w, n=fft_shape[-1], axis=r, workers=threads)
-    for axis in reversed(range(r - 1)):
-        spectrum = sfft.fft(spectrum, n=fft_shape[axis], axis=1 + axis, workers=threads,
-                            overwrite_x=True)
-    np.conjugate(spectrum, out=spectrum)
-    spectrum *= 1.0 / math.prod(fft_shape)
-    freqs = math.prod(spectrum_shape(fft_shape))
-    moved = np.moveaxis(spectrum, 0, r)  # (F..., G, ICg, OCg)
-    return np.ascontiguousarray(moved).reshape(freqs, problem.groups,
-                                               problem.in_channels_per_group,
-                                               problem.out_channels_per_group)
+    taps = stretched.shape[last]
+    # tap j goes to position (-j) mod L
+    reversed_last[(slice(None),) * last + (slice(0, 1),)] = \
+        stretched[(slice(None),) * last + (slice(0, 1),)]
+    if taps > 1:
+        reversed_last[(slice(None),) * last + (slice(fft_shape[last] - taps + 1, None),)] = \
+            stretched[(slice(None),) * last + (slice(taps - 1, 0, -1),)]
+    spectrum = sfft.rfft(reversed_last, axis=last, workers=threads)
+    for axis in reversed(range(last)):
+        spectrum = sfft.ifft(spectrum, n=fft_shape[axis], axis=axis, norm="forward",
+                             workers=threads, overwrite_x=True)
+    return np.ascontiguousarray(spectrum).reshape(math.prod(spectrum_shape(fft_shape)),
+                                                  *filters)
 
 
 def prepare_weights(problem, weights) -> FFTWeights:
-    # The spectra wait for the first run, which knows the tile shape and thread count.
-    return FFTWeights(problem, weights)
+    """Copy the canonical weights (a view, ``weight_views``) as (K..., G, ICg, OCg). The
+    spectra wait for the first run, which knows the tile shape and thread count."""
+    by_tap = np.moveaxis(np.asarray(weights), 0, problem.rank)
+    # a copy even where the view is contiguous: a plan must not see later edits
+    return FFTWeights(problem, np.array(by_tap, dtype=problem.dtype, order="C", copy=True))
 
 
 # --------------------------------------------------------------------------- tiles
@@ -417,7 +467,10 @@ def axis_tiles(problem, t: Tiling, axis: int) -> List[AxisTile]:
         first = index * held
         count = min(held, problem.output_shape[axis] - first)
         start = first * stride - begin  # src position of buffer position 0
-        lo, hi = max(start, 0), min(start + length, extent)
+        # only what the kept outputs read: more could alias in a tile shorter than that
+        needed = (count - 1) * stride + stretched_kernel(problem)[axis]
+        lo, hi = max(start, 0), min(start + needed, extent)
+        assert hi - start <= length, (hi, start, length)
         if lo >= hi:
             continue
         found.append(AxisTile(slice(lo, hi), slice(lo - start, hi - start),
@@ -613,8 +666,8 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     info = dict(t.describe(), blocks=block_count, fallback=None)
     if not np.isfinite(dst).all():
         exact = _exact_fallback(problem)
-        exact.run(problem, src, exact.prepare_weights(problem, prepared.canonical), bias,
-                  dst, threads)
+        canonical = np.ascontiguousarray(prepared.canonical)
+        exact.run(problem, src, exact.prepare_weights(problem, canonical), bias, dst, threads)
         info["fallback"] = exact.name
     last_run.clear()
     last_run.update(info)
@@ -657,7 +710,7 @@ def relative_error(problem) -> float:
 
 
 @register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
-                    relative_error=relative_error,
+                    relative_error=relative_error, weight_views=True,
                     description="scipy.fft transforms of overlap-save tiles x complex GEMM "
                                 "over channels; any rank, all attributes (strides decimate)")
 def run_fft(problem, src, weights, bias, dst, threads):
