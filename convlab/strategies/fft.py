@@ -79,16 +79,20 @@ from convlab.threads import available_cores, blas_limit
 
 # The tile choice weighs the work of candidate tile shapes by these seconds per unit, of
 # the order measured on one core of the AVX2 EPYC (pocketfft ~10 GFLOP/s counted as
-# 2.5 N log2 N per real transform, complex GEMM ~60 GFLOP/s, a broadcast complex product
-# ~10 GFLOP/s, NumPy copies ~5 GB/s, ~15 us of Python per tile gathered and cropped).
+# 2.5 N log2 N per real transform, plus a memory pass per axis; complex GEMM ~60 GFLOP/s,
+# a broadcast complex product ~10 GFLOP/s, weight spectra streamed at ~10 GB/s, ~0.3 us
+# per BLAS call, NumPy copies ~5 GB/s, ~15 us of Python per tile gathered and cropped).
 # Only their ratios matter: they set where a larger transform's longer lines stop paying
 # for the overlap it saves. They are not the fitted cost constants, which price the
 # chosen tiling for "auto" (see cost_terms): the tile must not change when a calibration
 # refits those, or the timings it was fitted on would no longer describe the runs.
 TILE_CHOICE_SECONDS = {
     "fft_flops": 1.0e-10,
+    "transform_points": 2.0e-10,
     "gemm_flops": 1.6e-11,
     "broadcast_flops": 1.0e-10,
+    "spectrum_stream_bytes": 1.0e-10,
+    "gemm_call": 3.0e-7,
     "copy_bytes": 2.0e-10,
     "tile": 1.5e-5,
     "block": 1.0e-4,
@@ -120,6 +124,23 @@ COMPLEX_MAC_FLOPS = 8
 # Measured float32 ||y - ref|| / ||ref|| against the float64 reference on N(0, 1) data;
 # see MEASURED_RELATIVE_ERROR_BY_RANK below (python bench/fft_accuracy.py).
 MEASURED_RELATIVE_ERROR_BY_RANK = {1: 1.0e-6, 2: 1.0e-6, 3: 1.0e-6}
+
+
+# "auto" and "tune" consider fft only for kernels of at least this many taps (prod(K);
+# dilation does not count: the zeros of a dilated kernel cost the transforms, not direct).
+# Below it fft lost to the best of the others on every layer timed but one, time of fft /
+# time of the best other (thread_time, 1 thread, AMD EPYC family 25 model 17, busy):
+# ConvNeXt-T's 7x7 depthwise 4.1-6.2, GoogLeNet-v1's 5x5 layers at batch 8 as plans
+# 0.92-1.58, 3-D 3x3 layers 1.9-2.2, Conformer's 31-tap depthwise 3.1, SincNet's 63-tap
+# filters 2.6; the provisional cost constants (fitted on a busy machine, against the
+# others' constants of another day) are no judge of such margins. A forced
+# algorithm="fft" runs any kernel; 0 leaves the choice to the estimates alone.
+AUTO_MIN_KERNEL_TAPS = 100
+
+
+def auto_contender(problem) -> bool:
+    """Whether "auto" and "tune" weigh fft on ``problem`` (AUTO_MIN_KERNEL_TAPS)."""
+    return problem.kernel_size >= AUTO_MIN_KERNEL_TAPS
 
 
 def _workspace_limit() -> int:
@@ -301,38 +322,51 @@ def _blocked(problem, fft_shape, outputs, contraction, limit) -> Tiling:
 
 
 def _choice_seconds(problem, fft_shape, outputs, contraction, limit, cores) -> float:
-    """The operation-count estimate the tile choice minimises (one-shot call)."""
+    """The operation-count estimate the tile choice minimises (a one-shot call)."""
     t = _blocked(problem, fft_shape, outputs, contraction, limit)
     counts = work_counts(problem, t)
     s = TILE_CHOICE_SECONDS
     contraction_seconds = counts["contraction_flops"] * (
         s["gemm_flops"] if contraction == "gemm" else s["broadcast_flops"])
     parallel = ((counts["forward_fft_flops"] + counts["inverse_fft_flops"]
-                 + counts["weight_fft_flops"]) * s["fft_flops"] + contraction_seconds)
+                 + counts["weight_fft_flops"]) * s["fft_flops"]
+                + counts["transform_points"] * s["transform_points"]
+                + counts["spectrum_stream_bytes"] * s["spectrum_stream_bytes"]
+                + counts["gemm_calls"] * s["gemm_call"] + contraction_seconds)
     serial = (counts["copy_bytes"] * s["copy_bytes"] + counts["tiles"] * s["tile"]
               + counts["blocks"] * s["block"])
     return parallel / cores + serial
 
 
 def work_counts(problem, t: Tiling) -> Dict[str, float]:
-    """What a run with tiling ``t`` does: transform and contraction flops, bytes gathered
-    and cropped, tiles and blocks (a group chunk's pass over a spatial tile counts as one
-    tile: the images of a block are copied together)."""
+    """What a run with tiling ``t`` does, in all: transform flops (2.5 N log2 N per real
+    transform of N points), points the transforms pass over (one pass per axis),
+    contraction flops, weight-spectrum bytes the contraction streams (all of it once per
+    block), the weights' transform flops, bytes gathered and cropped, tiles (a group
+    chunk's copy of one spatial tile for the block's images) and blocks."""
     points = math.prod(t.fft_shape)
     freqs = math.prod(t.spectrum_shape)
     pairs = t.spatial_tiles * problem.batch
     chunks = -(-problem.groups // t.group_chunk)
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     one = _fft_flops(points)
+    spectrum_bytes = 2 * problem.dtype.itemsize * freqs * problem.groups * icg * ocg
     return {
         "forward_fft_flops": pairs * problem.in_channels * one,
         "inverse_fft_flops": pairs * problem.out_channels * one,
+        "transform_points": (pairs * (problem.in_channels + problem.out_channels) * points
+                             * problem.rank),
         "contraction_flops": pairs * freqs * COMPLEX_MAC_FLOPS * icg * ocg * problem.groups,
+        "spectrum_stream_bytes": -(-pairs // t.block_tiles) * spectrum_bytes,
+        # numpy.matmul calls the BLAS once per frequency and group, per block
+        "gemm_calls": (-(-pairs // t.block_tiles) * freqs * problem.groups
+                       if t.contraction == "gemm" else 0),
         "weight_fft_flops": _weight_fft_flops(problem, t.fft_shape),
         "copy_bytes": problem.dtype.itemsize * (pairs * points * problem.in_channels
                                                 + problem.batch * problem.output_size
                                                 * problem.out_channels),
-        "tiles": t.spatial_tiles * chunks * max(1, -(-problem.batch // t.block_tiles)),
+        "tiles": t.spatial_tiles * chunks * -(-problem.batch // min(problem.batch,
+                                                                    t.block_tiles)),
         "blocks": chunks * -(-pairs // t.block_tiles),
     }
 
@@ -613,9 +647,28 @@ def _exact_fallback(problem):
 def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     """Compute ``dst``; returns "fft", or the exact algorithm that recomputed a result
     holding Inf or NaN."""
-    r = problem.rank
     t = tiling(problem)
     spectrum = prepared.spectrum(t.fft_shape, threads)
+    # Inf and NaN spread over whole tiles, with warnings; a result holding them is
+    # recomputed exactly below
+    with np.errstate(invalid="ignore", over="ignore"):
+        block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
+    _fill_padding_only(problem, dst, bias)
+    info = dict(t.describe(), blocks=block_count, fallback=None)
+    if not np.isfinite(dst).all():
+        exact = _exact_fallback(problem)
+        canonical = np.ascontiguousarray(prepared.canonical)
+        exact.run(problem, src, exact.prepare_weights(problem, canonical), bias, dst, threads)
+        info["fallback"] = exact.name
+    last_run.clear()
+    last_run.update(info)
+    return info["fallback"] or "fft"
+
+
+def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
+    """The tiles' transforms, contraction, inverse transforms and crops into ``dst``, block
+    by block for each chunk of groups; returns the number of blocks."""
+    r = problem.rank
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     spatial = tuple(range(r))
     freqs = math.prod(t.spectrum_shape)
@@ -662,16 +715,7 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
                 else:
                     np.add(kept, chunk_bias, out=target)
             del out
-    _fill_padding_only(problem, dst, bias)
-    info = dict(t.describe(), blocks=block_count, fallback=None)
-    if not np.isfinite(dst).all():
-        exact = _exact_fallback(problem)
-        canonical = np.ascontiguousarray(prepared.canonical)
-        exact.run(problem, src, exact.prepare_weights(problem, canonical), bias, dst, threads)
-        info["fallback"] = exact.name
-    last_run.clear()
-    last_run.update(info)
-    return info["fallback"] or "fft"
+    return block_count
 
 
 # --------------------------------------------------------------------------- cost
@@ -687,8 +731,11 @@ def cost_terms(problem, threads) -> tuple:
         "call": 1.0,
         "forward_fft_flops": counts["forward_fft_flops"] / threads,
         "inverse_fft_flops": counts["inverse_fft_flops"] / threads,
+        "transform_points": counts["transform_points"] / threads,
         "gemm_flops": counts["contraction_flops"] / threads if gemm else 0.0,
         "broadcast_flops": 0.0 if gemm else counts["contraction_flops"] / threads,
+        "spectrum_stream_bytes": counts["spectrum_stream_bytes"] / threads,
+        "gemm_calls": counts["gemm_calls"] / threads,
         "copy_bytes": counts["copy_bytes"],
         "tiles": counts["tiles"],
         "blocks": counts["blocks"],
@@ -710,7 +757,7 @@ def relative_error(problem) -> float:
 
 
 @register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
-                    relative_error=relative_error, weight_views=True,
+                    relative_error=relative_error, weight_views=True, auto=auto_contender,
                     description="scipy.fft transforms of overlap-save tiles x complex GEMM "
                                 "over channels; any rank, all attributes (strides decimate)")
 def run_fft(problem, src, weights, bias, dst, threads):
