@@ -50,6 +50,10 @@ spectrum is computed by the first run that needs it and kept with the prepared w
 (the registry's hook knows neither the src extents, which decide the tile, nor the thread
 count), so a plan transforms its weights once per tile shape.
 
+Selection: the cost hook counts the transforms, the contraction, the weight spectrum read
+per block, the copies, tiles and blocks, and the weights' transform (which a plan pays
+once). "auto" and "tune" weigh fft from AUTO_MIN_KERNEL_TAPS kernel taps on.
+
 Threads: the transforms run on pocketfft's threads (``workers=threads``); the contraction
 on this module's thread pool, the BLAS at one thread meanwhile; the gathers and crops on
 the calling thread. Nothing runs wide at the same time. The tile shape, blocks and the
@@ -169,10 +173,6 @@ def spectrum_shape(fft_shape) -> Tuple[int, ...]:
     return tuple(fft_shape[:-1]) + (fft_shape[-1] // 2 + 1,)
 
 
-def _fft_flops(points: float) -> float:
-    return FFT_FLOPS_PER_POINT_LOG * points * math.log2(max(points, 2.0))
-
-
 @dataclass(frozen=True)
 class Tiling:
     """How a problem is cut: the transform shape, outputs per tile and tiles per axis,
@@ -286,108 +286,118 @@ def tiling(problem) -> Tiling:
 @lru_cache(maxsize=256)
 def _tiling(problem, limit: int, cores: int) -> Tiling:
     r = problem.rank
-    extents = stretched_kernel(problem)
     per_point = problem.dtype.itemsize * (problem.in_channels_per_group
                                           + problem.out_channels_per_group)
     most = max(1, limit // max(1, per_point))
     axes = [_axis_candidates(problem, axis, most) for axis in range(r)]
     if any(not candidates for candidates in axes):
         raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
+    # every combination of the axes' candidates, in itertools.product order
+    grids = np.meshgrid(*[np.arange(len(c)) for c in axes], indexing="ij")
+    picks = [g.ravel() for g in grids]
+    lengths = np.stack([np.array([c[0] for c in axes[a]], dtype=np.int64)[picks[a]]
+                        for a in range(r)], axis=1)
+    outputs = np.stack([np.array([c[1] for c in axes[a]], dtype=np.int64)[picks[a]]
+                        for a in range(r)], axis=1)
     contraction = _contraction(problem)
-    best = None
-    for combo in product(*axes):
-        fft_shape = tuple(length for length, _ in combo)
-        per_group = tile_bytes_per_group(problem, fft_shape)
-        if per_group > limit:
-            continue
-        outputs = tuple(held for _, held in combo)
-        seconds = _choice_seconds(problem, fft_shape, outputs, contraction, limit, cores)
-        if best is None or seconds < best[0]:
-            best = (seconds, fft_shape, outputs)
-    if best is None:
+    chunk, block, per_group = _blocking(problem, lengths, outputs, limit)
+    fits = per_group <= limit
+    if not fits.any():
         raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
-    _, fft_shape, outputs = best
-    return _blocked(problem, fft_shape, outputs, contraction, limit)
-
-
-def _blocked(problem, fft_shape, outputs, contraction, limit) -> Tiling:
-    tiles = tuple(-(-o // t) for o, t in zip(problem.output_shape, outputs))
-    per_group = tile_bytes_per_group(problem, fft_shape)
-    groups = problem.groups
-    pairs = math.prod(tiles) * problem.batch
-    if per_group * groups <= limit:
-        chunk = groups
-        block = max(1, min(pairs, limit // (per_group * groups)))
-    else:
-        chunk = max(1, limit // per_group)
-        block = 1
-    return Tiling(fft_shape, outputs, tiles, chunk, block, contraction,
-                  per_group * chunk * block)
-
-
-def _choice_seconds(problem, fft_shape, outputs, contraction, limit, cores) -> float:
-    """The operation-count estimate the tile choice minimises (a one-shot call)."""
-    t = _blocked(problem, fft_shape, outputs, contraction, limit)
-    counts = work_counts(problem, t)
+    counts = _counts(problem, lengths, outputs, chunk, block, contraction)
     s = TILE_CHOICE_SECONDS
-    contraction_seconds = counts["contraction_flops"] * (
-        s["gemm_flops"] if contraction == "gemm" else s["broadcast_flops"])
     parallel = ((counts["forward_fft_flops"] + counts["inverse_fft_flops"]
                  + counts["weight_fft_flops"]) * s["fft_flops"]
                 + counts["transform_points"] * s["transform_points"]
                 + counts["spectrum_stream_bytes"] * s["spectrum_stream_bytes"]
-                + counts["gemm_calls"] * s["gemm_call"] + contraction_seconds)
+                + counts["gemm_calls"] * s["gemm_call"]
+                + counts["contraction_flops"] * (s["gemm_flops"] if contraction == "gemm"
+                                                 else s["broadcast_flops"]))
     serial = (counts["copy_bytes"] * s["copy_bytes"] + counts["tiles"] * s["tile"]
               + counts["blocks"] * s["block"])
-    return parallel / cores + serial
+    seconds = np.where(fits, parallel / cores + serial, np.inf)
+    best = int(np.argmin(seconds))
+    fft_shape = tuple(int(v) for v in lengths[best])
+    held = tuple(int(v) for v in outputs[best])
+    tiles = tuple(-(-o // t) for o, t in zip(problem.output_shape, held))
+    return Tiling(fft_shape, held, tiles, int(chunk[best]), int(block[best]), contraction,
+                  int(per_group[best] * chunk[best] * block[best]))
 
 
-def work_counts(problem, t: Tiling) -> Dict[str, float]:
-    """What a run with tiling ``t`` does, in all: transform flops (2.5 N log2 N per real
-    transform of N points), points the transforms pass over (one pass per axis),
-    contraction flops, weight-spectrum bytes the contraction streams (all of it once per
-    block), the weights' transform flops, bytes gathered and cropped, tiles (a group
-    chunk's copy of one spatial tile for the block's images) and blocks."""
-    points = math.prod(t.fft_shape)
-    freqs = math.prod(t.spectrum_shape)
-    pairs = t.spatial_tiles * problem.batch
-    chunks = -(-problem.groups // t.group_chunk)
+def _blocking(problem, lengths, outputs, limit):
+    """Per candidate (rows of ``lengths`` and ``outputs``): groups per chunk, (spatial
+    tile, image) pairs per block, and one tile's workspace per group. All groups in one
+    chunk and as many pairs as fill the workspace; when one tile of all groups does not
+    fit, as many groups as do, one pair per block."""
+    itemsize = problem.dtype.itemsize
+    channels = problem.in_channels_per_group + problem.out_channels_per_group
+    points = np.prod(lengths, axis=1)
+    freqs = np.prod(lengths[:, :-1], axis=1) * (lengths[:, -1] // 2 + 1)
+    per_group = itemsize * channels * (points + 2 * freqs)
+    pairs = _ceil_div(np.asarray(problem.output_shape), outputs).prod(axis=1) * problem.batch
+    groups = problem.groups
+    whole = per_group * groups <= limit
+    chunk = np.where(whole, groups, np.maximum(1, limit // per_group))
+    block = np.where(whole, np.maximum(1, np.minimum(pairs, limit // (per_group * groups))), 1)
+    return chunk, block, per_group
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def _counts(problem, lengths, outputs, chunk, block, contraction) -> Dict[str, np.ndarray]:
+    """What runs with the given tilings do (one row per tiling), in all: transform flops
+    (2.5 N log2 N per real transform of N points), points the transforms pass over (one
+    pass per axis), contraction flops, weight-spectrum bytes the contraction streams (all
+    of it once per block), BLAS calls, the weights' transform flops, bytes gathered and
+    cropped, tiles (a group chunk's copy of one spatial tile for the block's images) and
+    blocks."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    r = problem.rank
+    points = lengths.prod(axis=1)
+    half = np.floor(lengths[:, -1] / 2) + 1
+    freqs = lengths[:, :-1].prod(axis=1) * half
+    spatial = _ceil_div(np.asarray(problem.output_shape), np.asarray(outputs)).prod(axis=1)
+    pairs = spatial * problem.batch
+    chunks = _ceil_div(problem.groups, chunk)
+    blocks_per_chunk = _ceil_div(pairs, block)
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
-    one = _fft_flops(points)
-    spectrum_bytes = 2 * problem.dtype.itemsize * freqs * problem.groups * icg * ocg
+    one = FFT_FLOPS_PER_POINT_LOG * points * np.log2(np.maximum(points, 2.0))
+    itemsize = problem.dtype.itemsize
+    spectrum_bytes = 2 * itemsize * freqs * problem.groups * icg * ocg
+    # the weights' transform, axis by axis from the last, each pass over the lines the
+    # previous ones made non-zero (the kernel folded onto the tile where it is longer)
+    shape = np.minimum(np.asarray(stretched_kernel(problem), dtype=np.float64), lengths)
+    weight = np.zeros(len(lengths))
+    for axis in reversed(range(r)):
+        lines = shape.prod(axis=1) / shape[:, axis]
+        n = lengths[:, axis]
+        weight += (lines * FFT_FLOPS_PER_POINT_LOG * n * np.log2(np.maximum(n, 2.0))
+                   * (0.5 if axis == r - 1 else 1.0))
+        shape[:, axis] = half if axis == r - 1 else n
     return {
         "forward_fft_flops": pairs * problem.in_channels * one,
         "inverse_fft_flops": pairs * problem.out_channels * one,
-        "transform_points": (pairs * (problem.in_channels + problem.out_channels) * points
-                             * problem.rank),
+        "transform_points": pairs * (problem.in_channels + problem.out_channels) * points * r,
         "contraction_flops": pairs * freqs * COMPLEX_MAC_FLOPS * icg * ocg * problem.groups,
-        "spectrum_stream_bytes": -(-pairs // t.block_tiles) * spectrum_bytes,
+        "spectrum_stream_bytes": blocks_per_chunk * spectrum_bytes,
         # numpy.matmul calls the BLAS once per frequency and group, per block
-        "gemm_calls": (-(-pairs // t.block_tiles) * freqs * problem.groups
-                       if t.contraction == "gemm" else 0),
-        "weight_fft_flops": _weight_fft_flops(problem, t.fft_shape),
-        "copy_bytes": problem.dtype.itemsize * (pairs * points * problem.in_channels
-                                                + problem.batch * problem.output_size
-                                                * problem.out_channels),
-        "tiles": t.spatial_tiles * chunks * -(-problem.batch // min(problem.batch,
-                                                                    t.block_tiles)),
-        "blocks": chunks * -(-pairs // t.block_tiles),
+        "gemm_calls": (blocks_per_chunk * freqs * problem.groups if contraction == "gemm"
+                       else np.zeros(len(lengths))),
+        "weight_fft_flops": weight * icg * problem.out_channels,
+        "copy_bytes": itemsize * (pairs * points * problem.in_channels
+                                  + problem.batch * problem.output_size * problem.out_channels),
+        "tiles": spatial * chunks * _ceil_div(problem.batch, np.minimum(problem.batch, block)),
+        "blocks": chunks * blocks_per_chunk,
     }
 
 
-def _weight_fft_flops(problem, fft_shape) -> float:
-    """The weights' transform axis by axis (last axis first), each pass over the lines
-    the previous ones made non-zero: prod(Ke) x ... shrinking the work of zero lines."""
-    extents = list(stretched_kernel(problem))
-    filters = problem.in_channels_per_group * problem.out_channels
-    total = 0.0
-    shape = extents[:]
-    for axis in reversed(range(problem.rank)):
-        lines = math.prod(shape) / shape[axis]
-        total += lines * _fft_flops(fft_shape[axis]) * (0.5 if axis == problem.rank - 1
-                                                        else 1.0)
-        shape[axis] = spectrum_shape(fft_shape)[axis]
-    return total * filters
+def work_counts(problem, t: Tiling) -> Dict[str, float]:
+    """:func:`_counts` of one tiling, as floats."""
+    counts = _counts(problem, np.array([t.fft_shape]), np.array([t.tile_outputs]),
+                     np.array([t.group_chunk]), np.array([t.block_tiles]), t.contraction)
+    return {name: float(value[0]) for name, value in counts.items()}
 
 
 # --------------------------------------------------------------------------- weights
