@@ -452,10 +452,10 @@ def weight_spectrum(problem, by_tap: np.ndarray, fft_shape, threads: int) -> np.
     (F..., G, ICg, OCg) order the contraction reads, with no copy."""
     r = problem.rank
     filters = (problem.groups, problem.in_channels_per_group, problem.out_channels_per_group)
-    w = by_tap
-    stretched = np.zeros((*stretched_kernel(problem), *filters), dtype=problem.dtype)
-    stretched[tuple(slice(None, None, d) for d in problem.dilations)] = w
-    stretched *= 1.0 / math.prod(fft_shape)
+    stretched = by_tap
+    if any(d != 1 for d in problem.dilations):
+        stretched = np.zeros((*stretched_kernel(problem), *filters), dtype=problem.dtype)
+        stretched[tuple(slice(None, None, d) for d in problem.dilations)] = by_tap
     for axis, length in enumerate(fft_shape):
         extent = stretched.shape[axis]
         if extent > length:  # fold taps L apart onto each other
@@ -465,17 +465,22 @@ def weight_spectrum(problem, by_tap: np.ndarray, fft_shape, threads: int) -> np.
             padded[(slice(None),) * axis + (slice(0, extent),)] = stretched
             stretched = padded.reshape(*stretched.shape[:axis], laps, length,
                                        *stretched.shape[axis + 1:]).sum(axis=axis)
+            del padded
     last = r - 1
+    scale = 1.0 / math.prod(fft_shape)
     reversed_last = np.zeros((*stretched.shape[:last], fft_shape[last], *filters),
                              dtype=problem.dtype)
     taps = stretched.shape[last]
-    # tap j goes to position (-j) mod L
-    reversed_last[(slice(None),) * last + (slice(0, 1),)] = \
-        stretched[(slice(None),) * last + (slice(0, 1),)]
+    # tap j goes to position (-j) mod L, scaled on the way
+    lead = (slice(None),) * last
+    np.multiply(stretched[lead + (slice(0, 1),)], scale,
+                out=reversed_last[lead + (slice(0, 1),)])
     if taps > 1:
-        reversed_last[(slice(None),) * last + (slice(fft_shape[last] - taps + 1, None),)] = \
-            stretched[(slice(None),) * last + (slice(taps - 1, 0, -1),)]
+        np.multiply(stretched[lead + (slice(taps - 1, 0, -1),)], scale,
+                    out=reversed_last[lead + (slice(fft_shape[last] - taps + 1, None),)])
+    del stretched
     spectrum = sfft.rfft(reversed_last, axis=last, workers=threads)
+    del reversed_last
     for axis in reversed(range(last)):
         spectrum = sfft.ifft(spectrum, n=fft_shape[axis], axis=axis, norm="forward",
                              workers=threads, overwrite_x=True)
@@ -669,7 +674,7 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
         block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
     _fill_padding_only(problem, dst, bias)
     info = dict(t.describe(), blocks=block_count, fallback=None)
-    if not np.isfinite(dst).all():
+    if not _all_finite(dst):
         exact = _exact_fallback(problem)
         canonical = np.ascontiguousarray(prepared.canonical)
         exact.run(problem, src, exact.prepare_weights(problem, canonical), bias, dst, threads)
@@ -677,6 +682,16 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     last_run.clear()
     last_run.update(info)
     return info["fallback"] or "fft"
+
+
+# Elements per slice of the finiteness check: its boolean temporary stays small.
+FINITE_CHECK_ELEMENTS = 1 << 20
+
+
+def _all_finite(dst: np.ndarray) -> bool:
+    flat = dst.reshape(-1)
+    return all(np.isfinite(flat[i:i + FINITE_CHECK_ELEMENTS]).all()
+               for i in range(0, flat.size, FINITE_CHECK_ELEMENTS))
 
 
 def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
