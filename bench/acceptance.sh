@@ -21,6 +21,7 @@ bench 1d            --suite 1d           --mb 1 --repeats 15 --algorithms $all
 bench dilated       --suite dilated      --mb 1 --repeats 15 --algorithms direct,im2col,auto
 bench 3d_unet       --suite 3d_unet      --mb 1 --repeats 3  --algorithms $all
 bench resnet_50_mb8 --suite resnet_50    --mb 8 --repeats 5  --algorithms $all
+bench large_kernel  --suite large_kernel --mb 1 --repeats 5  --algorithms direct,im2col,fft,auto,plan
 python bench/peak_memory.py --suite vgg_19 --layers conv1_2 --algorithms im2col,direct,winograd4 \
     | tee "$out/peak_memory_vgg_19.txt"
 python bench/peak_memory.py --suite 3d_unet --algorithms im2col,direct,winograd2 \

@@ -4,6 +4,8 @@
     python bench/fit_cost_model.py --threads 1,2 --csv bench/results/cost_timings.csv --write
     # refit stored timings only:
     python bench/fit_cost_model.py --from-csv bench/results/design_timings_avx2_run2.csv
+    python bench/fit_cost_model.py --design-budget 60 --algorithms fft --provisional \
+        "..." --write    # one algorithm's constants alone (a new one), marked provisional
 
 Each algorithm's ``cost`` hook counts the work of a run as named terms (see
 ``convlab/cost_model.py``); the estimate is the sum of terms times per-term constants.
@@ -25,6 +27,17 @@ model's picks (time of the pick / fastest time) with the shipped constants of th
 and with the fitted ones, then sets the selection margin of each ``--margin-for``
 algorithm: the one on MARGIN_GRID with the lowest geo-mean regret (the smallest, on a
 tie).
+
+``--algorithms`` times and fits only the named algorithms: ``--write`` then replaces
+only their constants and keeps the stored margins and provenance. With ``--relative``
+every priced algorithm is timed, and the named ones are fitted to their timings scaled,
+problem by problem, by how far the stored constants of the others misestimate those in
+the same run (the geometric mean of estimate / measured): a new algorithm's constants
+then agree with a set fitted on another day, or under another load, where a plain fit
+would rank it against estimates that run slow or fast. The regret printed is that of
+the stored set with the new constants in it. ``--provisional TEXT``
+stores TEXT under the file's ``"provisional"`` key for them (constants fitted in a hurry,
+to be refitted); a later full fit drops the note of every algorithm it refits.
 
 With ``--write`` the constants and margins go to ``convlab/cost_constants/<level>.json``,
 the level being the effective one (``convlab.cpu.effective_isa()``: the widest the
@@ -78,15 +91,29 @@ def parse_args(argv=None):
     parser.add_argument("--margin-for", default="im2col",
                         help="comma-separated algorithms to fit a selection margin for "
                              "('' for none)")
+    parser.add_argument("--algorithms",
+                        help="comma-separated algorithms to time and fit (default: every "
+                             "priced one); --write then replaces only theirs")
+    parser.add_argument("--relative", action="store_true",
+                        help="with --algorithms: time every priced algorithm and fit the "
+                             "named ones on the scale of the stored constants of the others")
+    parser.add_argument("--provisional",
+                        help="with --algorithms and --write: a note, stored under the file's "
+                             "'provisional' key for each of them, of why they must be "
+                             "refitted")
     parser.add_argument("--write", action="store_true",
                         help=f"store the fitted constants in "
                              f"{SHIPPED_DIR.relative_to(HERE.parent)}/<level>.json")
     return parser.parse_args(argv)
 
 
+_ONLY = None  # --algorithms: the names fitted, or None for all
+_TIMED = None  # the names timed: _ONLY, or None (all) with --relative
+
+
 def contenders():
-    """The algorithms "auto" chooses among."""
-    return [a for a in registry.registered() if a.auto]
+    """The algorithms "auto" chooses among (those timed, when --algorithms says)."""
+    return [a for a in registry.registered() if a.auto and (_TIMED is None or a.name in _TIMED)]
 
 
 def time_layer(layer, mb, threads, repeats, budget):
@@ -133,7 +160,8 @@ def collect_suites(args):
 def collect_design(args):
     """The design's timings at each thread count, ``--design-budget`` seconds each."""
     rows = []
-    priced = list(store.shipped(store.shipped_level_for(cpu.effective_isa()))["constants"])
+    priced = [name for name in store.shipped(store.shipped_level_for(cpu.effective_isa()))[
+        "constants"] if _TIMED is None or name in _TIMED]
     for threads in (int(t) for t in args.threads.split(",")):
         bar = run.Progress(args.design_budget)
         measured = run.time_design(time.perf_counter() + args.design_budget, threads, priced,
@@ -233,13 +261,28 @@ def git_commit():
         return "unknown"
 
 
-def write_shipped(level, constants, margins, command, data):
+def write_shipped(level, constants, margins, command, data, only=None, provisional=None):
     """Merge the fitted thread counts into the level's shipped set, with this run's
-    provenance."""
+    provenance; with ``only`` (some algorithms), only their constants, keeping the stored
+    margins and provenance, and ``provisional`` noted for each of them."""
     path = SHIPPED_DIR / f"{level}.json"
     stored = json.loads(path.read_text()) if path.exists() else {"constants": {}}
+    notes = stored.get("provisional", {})
     for name, by_threads in constants.items():
         stored["constants"].setdefault(name, {}).update(by_threads)
+        notes.pop(name, None)  # refitted: no longer provisional
+    if only is not None:
+        for name in constants:
+            if provisional:
+                notes[name] = (f"{provisional} (timings: {data}; "
+                               f"{datetime.date.today().isoformat()}, {cpu.cpu_model()})")
+        stored["provisional"] = notes
+        path.write_text(json.dumps(stored, indent=1) + "\n")
+        return path
+    if notes:
+        stored["provisional"] = notes
+    else:
+        stored.pop("provisional", None)
     stored["selection_margins"] = margins
     stored["source"] = {
         "isa": level, "cpu_model": cpu.cpu_model(), "command": command, "data": data,
@@ -256,8 +299,31 @@ def write_shipped(level, constants, margins, command, data):
     return path
 
 
+def relative_timings(timings, constants):
+    """The timings of the --algorithms ones, each scaled by the geometric mean, over the
+    other algorithms timed in its case, of their estimate (``constants``) / measured;
+    cases without another algorithm are left out."""
+    estimates = fit.estimated([t for t in timings if t.algorithm not in _ONLY], constants)
+    ratios = {}
+    for t, seconds in zip([t for t in timings if t.algorithm not in _ONLY], estimates):
+        ratios.setdefault(t.case, []).append(seconds / t.seconds)
+    scaled = []
+    for t in timings:
+        if t.algorithm in _ONLY and t.case in ratios:
+            scale = fit.geo_mean(ratios[t.case])
+            scaled.append(fit.Timing(t.algorithm, t.threads, t.terms, t.seconds * scale,
+                                     group=t.group, case=t.case, contender=t.contender))
+    return scaled
+
+
 def main(argv=None):
     args = parse_args(argv)
+    global _ONLY
+    _ONLY = None if not args.algorithms else set(args.algorithms.split(","))
+    global _TIMED
+    _TIMED = None if args.relative else _ONLY
+    if args.relative and _ONLY is None:
+        raise SystemExit("--relative needs --algorithms")
     command = "python bench/fit_cost_model.py " + " ".join(map(shlex.quote, sys.argv[1:]))
     forced = {k: os.environ[k] for k in ("CONVLAB_MAX_CPU_ISA", "CONVLAB_DIRECT_ISA",
                                          "OPENBLAS_CORETYPE", "OMP_WAIT_POLICY")
@@ -281,7 +347,8 @@ def main(argv=None):
 
     shipped_level = store.shipped_level_for(level)
     before = store.shipped(shipped_level)
-    fitted = fit.fit(timings)
+    fitted = fit.fit(relative_timings(timings, before["constants"]) if args.relative
+                     else [t for t in timings if _ONLY is None or t.algorithm in _ONLY])
     print("\nfit (per algorithm, in-sample):")
     for name, by_threads in fitted.residuals.items():
         for threads, r in by_threads.items():
@@ -292,9 +359,17 @@ def main(argv=None):
     evaluate(rows, timings, before["constants"],
              f"shipped {shipped_level} constants ({before['source'].get('date')})",
              before.get("selection_margins"))
-    evaluate(rows, timings, fitted.constants, "fitted constants (in-sample), no margins")
-    margins, scores = fit.fit_margins(timings, fitted.constants,
-                                      [n for n in args.margin_for.split(",") if n])
+    if args.relative:
+        merged = {**before["constants"], **fitted.constants}
+        evaluate(rows, timings, merged, f"shipped {shipped_level} constants with the fitted "
+                 f"{', '.join(sorted(_ONLY))} (in-sample)", before.get("selection_margins"))
+    else:
+        evaluate(rows, timings, fitted.constants, "fitted constants (in-sample), no margins")
+    margin_names = [n for n in args.margin_for.split(",") if n]
+    if _ONLY is not None:
+        margin_names = []  # margins weigh algorithms against each other: a full fit's
+    margins, scores = ({}, {}) if _ONLY is not None else fit.fit_margins(
+        timings, fitted.constants, margin_names)
     for name, tried in scores.items():
         print(f"\nselection margin of {name}: geo-mean regret over all cases (worst)")
         for margin, geo, worst in tried:
@@ -306,7 +381,8 @@ def main(argv=None):
     print("\n" + json.dumps({"constants": fitted.constants, "selection_margins": margins},
                             indent=1))
     if args.write:
-        path = write_shipped(level, fitted.constants, margins, command, data)
+        path = write_shipped(level, fitted.constants, margins, command, data,
+                             only=_ONLY, provisional=args.provisional)
         print(f"\nwrote {path}")
     return 0
 

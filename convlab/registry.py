@@ -29,6 +29,10 @@ An algorithm is a name and four callables:
 An algorithm that rounds differently from a plain sum of products (Winograd's
 transforms) declares its measured float32 relative error as ``relative_error``;
 ``precision="highest"`` then keeps it out of "auto" and "tune".
+
+``auto`` is True (an "auto" and "tune" contender wherever it runs), False (never: the
+reference), or a function of the problem saying where it is one (fft, on large kernels
+only).
 """
 from __future__ import annotations
 
@@ -66,8 +70,9 @@ class Algorithm:
     supports: Callable[[ConvProblem], str | None] = _always
     cost: Callable[[ConvProblem, int], Estimate] = _unknown_cost
     prepare_weights: Callable[[ConvProblem, Any], Any] = _keep_weights
-    # False keeps an algorithm out of "auto" (the float64 reference is an oracle, not a contender).
-    auto: bool = True
+    # False keeps an algorithm out of "auto" (the float64 reference is an oracle, not a
+    # contender); a function of the problem keeps it out where it returns False.
+    auto: bool | Callable[[ConvProblem], bool] = True
     description: str = ""
     # Measured float32 ||y - ref|| / ||ref|| on N(0,1) data, for algorithms whose rounding
     # is not that of a plain sum of products; None for those that sum plainly. Either a
@@ -82,6 +87,10 @@ class Algorithm:
         ``weight_views``."""
         return self.prepare_weights(problem, params.canonical_weights(
             weights, problem, contiguous=not self.weight_views))
+
+    def auto_for(self, problem: ConvProblem) -> bool:
+        """Whether the algorithm is an "auto" and "tune" contender on ``problem``."""
+        return bool(self.auto(problem)) if callable(self.auto) else bool(self.auto)
 
     def relative_error_for(self, problem: ConvProblem) -> float | None:
         error = self.relative_error
@@ -99,7 +108,7 @@ def generation() -> int:
 
 
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
-                       auto: bool = True, description: str = "",
+                       auto=True, description: str = "",
                        relative_error=None, fuse_post_ops=None, weight_views: bool = False,
                        replace: bool = False):
     """Add an algorithm to the registry.

@@ -81,7 +81,7 @@ def assess(problem: ConvProblem, threads: int, precision: str = "default") -> li
             estimate = EMPTY_BATCH_ESTIMATE
         else:
             estimate = algorithm.cost(problem, threads)
-        rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto,
+        rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto_for(problem),
                               precision_excludes(algorithm, precision, problem)))
     return rows
 

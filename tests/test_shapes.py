@@ -12,7 +12,7 @@ ACTIVE_LINES = {
     "resnet_50": 20, "resnet_50_v1_5": 23, "mobilenet": 11, "mobilenet_dw": 9,
     "fused_mobilenet_stride_1": 11, "fused_mobilenet_stride_2": 8, "ssd_mobilenet": 38,
     "vgg_19": 9, "vgg_11": 10, "googlenet_v1": 51, "googlenet_v2": 40, "3d": 21,
-    "3d_unet": 8, "1d": 31, "dilated": 42,
+    "3d_unet": 8, "1d": 31, "dilated": 42, "large_kernel": 21,
 }
 
 

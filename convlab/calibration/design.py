@@ -7,12 +7,14 @@ cost of a call), a thin 3x3 (Winograd's tile transforms, direct's inner loops), 
 too large for L2 (streamed from further out), output channels that are not whole vectors
 (direct packs its weights), a 1x1 on 2048 channels of 49 pixels (BLAS packs a large
 operand for few rows), a strided 1x1 (im2col's gather path), depthwise and grouped
-layers, 1-D and 3-D problems (their own Winograd terms). ``why`` names the terms each
-problem is there for; ``tests/test_calibration.py`` checks that every term of every
-algorithm's cost hook is non-zero in some problem of the core tier.
+layers, 1-D and 3-D problems (their own Winograd terms), and large kernels (15x15 to
+31x31, 63 to 127 taps, 5^3 and 7^3), where fft's transforms and contraction weigh.
+``why`` names the terms each problem is there for; ``tests/test_calibration.py`` checks
+that every term of every algorithm's cost hook is non-zero in some problem of the core tier.
 
-Problems run at batch 1 (batch4_3x3 at 4), float32, and take 0.01 to 5 ms per call on two cores of a
-current x86 server, so that a few rounds of the whole design fit a one-minute budget.
+Problems run at batch 1 (batch4_3x3 at 4, grouped_4x4_3d at 2), float32, and take 0.01
+to 5 ms per call on two cores of a current x86 server, so that a few rounds of the whole
+design fit a one-minute budget.
 The core tier pins every term; the extra tier adds shapes found in common networks, timed
 when the budget leaves room for them. ``plan`` problems are also timed as plans (weights
 prepared once), whose estimates leave out the weight-preparation terms: the two timings
@@ -100,6 +102,28 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "Winograd weight_transform_flops_3d (large filter, few tiles)", plan=True),
     DesignProblem("conv3d_thin", "mb1ic8oc8_id16ih32iw32_kd3kh3kw3_pd1ph1pw1",
                   "Winograd transform_flops_3d, tiles in 3-D"),
+    # large kernels, where fft competes: its terms, and direct's and im2col's there
+    DesignProblem("depthwise_15x15", "g16mb1ic16ih24oc16oh24kh15ph7",
+                  "fft broadcast_flops, forward and inverse transforms of mid-sized tiles; "
+                  "direct depthwise_flops and inner_loops on a large kernel"),
+    DesignProblem("depthwise_31x31", "g16mb1ic16ih24oc16oh24kh31ph15",
+                  "fft transforms of a whole-image tile shortened by the padding, "
+                  "weight_transform_flops (a third of a one-shot call)", plan=True),
+    DesignProblem("sinc_1d_127", "mb1ic1iw2048oc32kw127pw0",
+                  "fft inverse_fft_flops (32 outputs of 1 input), tiles and blocks in 1-D"),
+    DesignProblem("grouped_1d_63", "g8mb1ic64iw256oc64kw63pw31",
+                  "fft gemm_flops and spectrum_stream_bytes (8x8 channels a group, few "
+                  "tiles per block)"),
+    DesignProblem("dense_5x5x5", "mb1ic8oc8_id12kd5pd2",
+                  "fft transform_points in 3-D, gemm_flops; direct dense_flops on a 5^3 "
+                  "kernel", plan=True),
+    DesignProblem("depthwise_7x7x7", "g8mb1ic8oc8_id10kd7pd3",
+                  "fft 3-D transforms, copy_bytes; direct depthwise_flops in 3-D"),
+    DesignProblem("grouped_4x4_5x5", "g16mb1ic64ih28oc64oh28kh5ph2",
+                  "fft broadcast_flops with 4 input channels a group (a multiply-add pass "
+                  "per channel)"),
+    DesignProblem("grouped_4x4_3d", "g6mb2ic24oc24_id12kd3pd1",
+                  "fft broadcast_flops in 3-D, two images a block"),
     # --- extra: common network shapes, when the budget allows -------------------------
     DesignProblem("reduce_1x1_56", "mb1ic256ih56oc64oh56kh1ph0",
                   "1x1 reducing 256 channels to 64", EXTRA),

@@ -1,9 +1,11 @@
 """Real network layers as data: oneDNN's benchdnn convolution shape files.
 
 The ``shapes_*.txt`` files here are verbatim copies from oneDNN
-(``tests/benchdnn/inputs/conv/``, Apache-2.0); ``README.txt`` gives the source commit and
-the grammar (it also describes a few files that are not shipped here: :func:`suites` lists
-what is). Benchmarks, the demo and the tests read them through this module::
+(``tests/benchdnn/inputs/conv/``, Apache-2.0), but for ``shapes_large_kernel.txt``,
+convlab's own list of large-kernel layers from published networks in the same grammar;
+``README.txt`` gives the source commit and the grammar (it also describes a few files
+that are not shipped here: :func:`suites` lists what is). Benchmarks, the demo and the
+tests read them through this module::
 
     >>> from convlab import shapes
     >>> layers = shapes.load_suite("resnet_50", mb=1)

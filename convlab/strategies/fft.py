@@ -1,0 +1,794 @@
+"""``fft``: convolution through the convolution theorem, on ``scipy.fft`` (pocketfft).
+
+For each spatial tile, the real-to-complex transform of the input tile over the spatial
+axes, times the conjugated transform of the (zero-stretched) kernel, summed over the
+input channels of a group, and transformed back, gives the tile's cross-correlation::
+
+    Y[f, t, g*OCg + o] = sum_i X[f, t, g*ICg + i] * conj(W[f, g, i, o])     (per frequency f)
+    y = irfftn(Y)[valid positions]
+
+so the work per output no longer grows with the kernel's extent: that of direct and
+im2col grows as prod(K), this one as log(prod(L)) (L the transform length) plus the
+contraction over channels, which is where the work is on wide layers.
+
+The steps, for a block of tiles (spatial tile x image pairs) and a chunk of groups:
+
+* gather: each tile's window of the padded input, zeros where it lies in the padding
+  (negative pads crop), into a real buffer (L..., tiles, channels);
+* ``scipy.fft.rfftn`` over the spatial axes with ``workers=threads``;
+* the contraction per frequency: a batched complex GEMM (``numpy.matmul``, per group, BLAS
+  held at one thread while this module's threads split the frequencies), or, for few
+  channels per group (depthwise), a broadcast product;
+* ``scipy.fft.irfftn`` with ``workers=threads``, then the crop: the first outputs of each
+  tile, every stride-th one, plus the bias, into dst.
+
+Tiles (overlap-save, as ``scipy.signal.oaconvolve`` overlaps): a tile of To outputs per
+axis reads (To - 1) * S + Ke inputs (Ke = (K - 1) * D + 1, the stretched kernel); the
+transform length L >= that is a fast size (``scipy.fft.next_fast_len``), and the circular
+correlation's first (To - 1) * S + 1 positions, the ones kept, see no wrap-around. The
+tile shape is chosen per problem by an operation count (:func:`tiling`), within the
+workspace bound that im2col uses (``im2col.get_workspace_limit()``, 16 MiB by default,
+``CONVLAB_IM2COL_WORKSPACE``): the buffers of one block never exceed it, whatever the
+batch and image size; a problem whose smallest tile of one group does not fit is refused
+by ``supports``. The transformed weights (like Winograd's U) are not workspace: they are
+prepared weights, (F, G, ICg, OCg) complex numbers for a transform of F frequencies.
+
+Strides above 1: the dense result is computed on each tile and decimated (every S-th
+position kept), so a call does S^r times the transforms and contraction of its outputs;
+the cost hook counts that, and "auto" picks fft on a strided problem only where it still
+wins. Dilation: the kernel is stretched with zeros before its transform.
+
+Exactness where the transforms would blur it (as for Winograd): outputs whose every tap
+is padding are set to the bias exactly, and a call whose result holds Inf or NaN is
+recomputed by ``direct`` (``im2col`` above rank 3), so special values land where the
+definition puts them.
+
+Plans: ``prepare_weights`` copies the weights as (K..., G, ICg, OCg), from the view of the
+caller's array the registry hands it (a nearly contiguous read in the XIO layout); each
+transform shape's weight
+spectrum is computed by the first run that needs it and kept with the prepared weights
+(the registry's hook knows neither the src extents, which decide the tile, nor the thread
+count), so a plan transforms its weights once per tile shape.
+
+Selection: the cost hook counts the transforms, the contraction, the weight spectrum read
+per block, the copies, tiles and blocks, and the weights' transform (which a plan pays
+once). "auto" and "tune" weigh fft from AUTO_MIN_KERNEL_TAPS kernel taps on.
+
+Threads: the transforms run on pocketfft's threads (``workers=threads``); the contraction
+on this module's thread pool, the BLAS at one thread meanwhile; the gathers and crops on
+the calling thread. Nothing runs wide at the same time. The tile shape, blocks and the
+frequency chunks the threads share do not depend on ``threads``, so every thread count
+gives the same result, bit for bit.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+from typing import Any
+
+import numpy as np
+import scipy.fft as sfft
+
+from convlab import cost_model
+from convlab.registry import get_algorithm, register_algorithm
+from convlab.strategies import im2col
+from convlab.threads import available_cores, blas_limit
+
+# --------------------------------------------------------------------------- constants
+
+# The tile choice weighs the work of candidate tile shapes by these seconds per unit, of
+# the order measured on one core of the AVX2 EPYC (pocketfft ~10 GFLOP/s counted as
+# 2.5 N log2 N per real transform, plus a memory pass per axis; complex GEMM ~60 GFLOP/s,
+# a broadcast complex product ~10 GFLOP/s, weight spectra streamed at ~10 GB/s, ~0.3 us
+# per BLAS call, NumPy copies ~5 GB/s, ~15 us of Python per tile gathered and cropped).
+# Only their ratios matter: they set where a larger transform's longer lines stop paying
+# for the overlap it saves. They are not the fitted cost constants, which price the
+# chosen tiling for "auto" (see cost_terms): the tile must not change when a calibration
+# refits those, or the timings it was fitted on would no longer describe the runs.
+TILE_CHOICE_SECONDS = {
+    "fft_flops": 1.0e-10,
+    "transform_points": 2.0e-10,
+    "gemm_flops": 1.6e-11,
+    "broadcast_flops": 1.0e-10,
+    "spectrum_stream_bytes": 1.0e-10,
+    "gemm_call": 3.0e-7,
+    "copy_bytes": 2.0e-10,
+    "tile": 1.5e-5,
+    "block": 1.0e-4,
+}
+
+# Per axis, tiles of 1, 2, 3, 4, 6, 8, 12, ... outputs (a ratio of about sqrt(2)) and the
+# whole axis are the candidates; the tile shape is the cheapest combination.
+TILE_LADDER_RATIO = 1.5
+
+# The contraction takes the broadcast product (one elementwise multiply-add per input
+# channel of a group) when a group has one input channel or ICg * OCg is at most this;
+# above it, one BLAS complex GEMM per group and frequency chunk.
+BROADCAST_MAX_CHANNEL_PRODUCT = 16
+
+# Frequencies per contraction chunk: the chunks the threads share. A chunk's X, W and Y
+# slices take about this many bytes; fixed per problem so that results do not depend on
+# the thread count.
+CHUNK_BYTES = 256 * 2**10
+
+# Weight spectra kept with prepared weights, per tile shape (a plan that sees many image
+# sizes keeps the latest ones).
+MAX_KEPT_SPECTRA = 4
+
+# Real transform flops per point and log2 point (the usual 2.5 N log2 N count).
+FFT_FLOPS_PER_POINT_LOG = 2.5
+# Real flops per complex multiply-add.
+COMPLEX_MAC_FLOPS = 8
+
+# The worst float32 relative error ||y - ref|| / ||ref|| against the float64 reference,
+# N(0, 1) data, 'same' pads, per spatial rank, over kernels 3 to 251 taps (1-D), 3x3 to
+# 31x31 (2-D), 3^3 to 7^3 (3-D), IC 1 to 256 (1-D, 2-D) or 64 (3-D), dense and depthwise
+# (python bench/fft_accuracy.py; bench/results/fft_accuracy_2026-11-25_epyc-avx2.txt). It hardly depends on the kernel or the channels
+# (1.7e-7 to 4.4e-7), where a plain sum's grows with both (direct: 3.5e-8 to 4.3e-6).
+MEASURED_RELATIVE_ERROR_BY_RANK = {1: 4.3e-07, 2: 4.4e-07, 3: 3.1e-07}
+
+
+# "auto" and "tune" consider fft only for kernels of at least this many taps (prod(K);
+# dilation does not count: the zeros of a dilated kernel cost the transforms, not direct).
+# Below it fft lost to the best of the others on every layer timed but one, time of fft /
+# time of the best other (thread_time, 1 thread, AMD EPYC family 25 model 17, busy):
+# ConvNeXt-T's 7x7 depthwise 4.1-6.2, GoogLeNet-v1's 5x5 layers at batch 8 as plans
+# 0.92-1.58, 3-D 3x3 layers 1.9-2.2, Conformer's 31-tap depthwise 3.1, SincNet's 63-tap
+# filters 2.6; the provisional cost constants (fitted on a busy machine, against the
+# others' constants of another day) are no judge of such margins. A forced
+# algorithm="fft" runs any kernel; 0 leaves the choice to the estimates alone.
+AUTO_MIN_KERNEL_TAPS = 100
+
+
+def auto_contender(problem) -> bool:
+    """Whether "auto" and "tune" weigh fft on ``problem`` (AUTO_MIN_KERNEL_TAPS)."""
+    return problem.kernel_size >= AUTO_MIN_KERNEL_TAPS
+
+
+def _workspace_limit() -> int:
+    """The bytes one call's buffers may take: im2col's workspace bound."""
+    return im2col.get_workspace_limit()
+
+
+@lru_cache(maxsize=1)
+def _reference_parallelism() -> int:
+    return available_cores()
+
+
+# --------------------------------------------------------------------------- geometry
+
+def stretched_kernel(problem) -> tuple[int, ...]:
+    """Ke per axis: the dilated kernel's extent, (K - 1) * D + 1."""
+    return tuple((k - 1) * d + 1 for k, d in zip(problem.kernel_shape, problem.dilations))
+
+
+def spectrum_shape(fft_shape) -> tuple[int, ...]:
+    """Frequencies per axis of a real transform of ``fft_shape`` (the last axis halved)."""
+    return tuple(fft_shape[:-1]) + (fft_shape[-1] // 2 + 1,)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How a problem is cut: the transform shape, outputs per tile and tiles per axis,
+    groups per chunk, (spatial tile, image) pairs per block, the contraction."""
+
+    fft_shape: tuple[int, ...]
+    tile_outputs: tuple[int, ...]
+    tiles_per_axis: tuple[int, ...]
+    group_chunk: int
+    block_tiles: int
+    contraction: str            # "gemm" or "broadcast"
+    workspace_bytes: int        # the most one block's buffers take
+
+    @property
+    def spectrum_shape(self) -> tuple[int, ...]:
+        return spectrum_shape(self.fft_shape)
+
+    @property
+    def spatial_tiles(self) -> int:
+        return math.prod(self.tiles_per_axis)
+
+    def describe(self) -> dict[str, Any]:
+        return {"fft_shape": "x".join(map(str, self.fft_shape)),
+                "tile_outputs": "x".join(map(str, self.tile_outputs)),
+                "tiles": "x".join(map(str, self.tiles_per_axis)),
+                "group_chunk": self.group_chunk, "block_tiles": self.block_tiles,
+                "contraction": self.contraction, "workspace_bytes": self.workspace_bytes}
+
+
+def _contraction(problem) -> str:
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    return "broadcast" if icg == 1 or icg * ocg <= BROADCAST_MAX_CHANNEL_PRODUCT else "gemm"
+
+
+def tile_bytes_per_group(problem, fft_shape) -> int:
+    """Workspace of one tile and one group: the real input tile and its spectrum, the
+    output spectrum and the real output tile (all four may be alive in a block)."""
+    points = math.prod(fft_shape)
+    freqs = math.prod(spectrum_shape(fft_shape))
+    itemsize = problem.dtype.itemsize
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    return itemsize * (points * (icg + ocg) + 2 * freqs * (icg + ocg))
+
+
+def whole_axis_length(problem, axis: int) -> int:
+    """The shortest transform length that holds every output of ``axis`` in one tile.
+
+    The tile reads padded positions [0, (O - 1) * S + Ke), of which only [A, B) hold src
+    (A = max(P_b, 0), B = min(P_b + I, (O - 1) * S + Ke)). The circular correlation of
+    length L is exact at the kept positions q * S < L as long as no src position aliases
+    onto another tap's: L >= max(B, (O - 1) * S + Ke - A). So the padding saves length: a
+    14x14 image under a 27x27 kernel with 'same' pads needs 27, not 40.
+    """
+    extent = stretched_kernel(problem)[axis]
+    span = (problem.output_shape[axis] - 1) * problem.strides[axis] + extent
+    begin = max(problem.pads_begin[axis], 0)
+    end = min(problem.pads_begin[axis] + problem.input_shape[axis], span)
+    # the kept positions themselves must fit in the tile
+    return max(end, span - begin, (problem.output_shape[axis] - 1) * problem.strides[axis] + 1)
+
+
+def _axis_candidates(problem, axis: int, most: int) -> list[tuple[int, int]]:
+    """(L, To) pairs for one axis: tiles of a ladder of output counts, each with the fast
+    transform length that covers it (To then as many outputs as that length holds), and
+    the whole axis in one tile. Lengths above ``most`` are left out."""
+    outputs, stride = problem.output_shape[axis], problem.strides[axis]
+    extent = stretched_kernel(problem)[axis]
+    last = axis == problem.rank - 1
+    found: dict[int, int] = {}
+    whole = sfft.next_fast_len(whole_axis_length(problem, axis), real=last)
+    if whole <= most:
+        found[whole] = outputs
+    count = 1
+    while count < outputs:
+        wanted = (count - 1) * stride + extent
+        if wanted > most:
+            break
+        length = sfft.next_fast_len(wanted, real=last)
+        if length > most or length >= whole:
+            break
+        held = min(outputs, (length - extent) // stride + 1)
+        if held < outputs:
+            found.setdefault(length, held)
+        count = max(count + 1, int(count * TILE_LADDER_RATIO))
+    return sorted(found.items())
+
+
+def refusal(problem) -> str | None:
+    """Why the smallest tile does not fit the workspace, or None."""
+    extents = stretched_kernel(problem)
+    smallest = tuple(sfft.next_fast_len(min(e, whole_axis_length(problem, axis)),
+                                        real=(axis == problem.rank - 1))
+                     for axis, e in enumerate(extents))
+    need = tile_bytes_per_group(problem, smallest)
+    limit = _workspace_limit()
+    if need > limit:
+        return (f"kernel extent {'x'.join(map(str, extents))} with IC/G + OC/G = "
+                f"{problem.in_channels_per_group + problem.out_channels_per_group}: one "
+                f"tile of one group needs {need} bytes, more than the workspace limit "
+                f"{limit} (im2col.set_workspace_limit)")
+    return None
+
+
+def tiling(problem) -> Tiling:
+    """The tile shape with the lowest operation-count estimate (TILE_CHOICE_SECONDS) among
+    the candidates whose one-tile, one-group workspace fits the limit; then the group
+    chunk and block size that fill the workspace."""
+    return _tiling(problem, _workspace_limit(), _reference_parallelism())
+
+
+@lru_cache(maxsize=256)
+def _tiling(problem, limit: int, cores: int) -> Tiling:
+    r = problem.rank
+    per_point = problem.dtype.itemsize * (problem.in_channels_per_group
+                                          + problem.out_channels_per_group)
+    most = max(1, limit // max(1, per_point))
+    axes = [_axis_candidates(problem, axis, most) for axis in range(r)]
+    if any(not candidates for candidates in axes):
+        raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
+    # every combination of the axes' candidates, in itertools.product order
+    grids = np.meshgrid(*[np.arange(len(c)) for c in axes], indexing="ij")
+    picks = [g.ravel() for g in grids]
+    lengths = np.stack([np.array([c[0] for c in axes[a]], dtype=np.int64)[picks[a]]
+                        for a in range(r)], axis=1)
+    outputs = np.stack([np.array([c[1] for c in axes[a]], dtype=np.int64)[picks[a]]
+                        for a in range(r)], axis=1)
+    contraction = _contraction(problem)
+    chunk, block, per_group = _blocking(problem, lengths, outputs, limit)
+    fits = per_group <= limit
+    if not fits.any():
+        raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
+    counts = _counts(problem, lengths, outputs, chunk, block, contraction)
+    s = TILE_CHOICE_SECONDS
+    parallel = ((counts["forward_fft_flops"] + counts["inverse_fft_flops"]
+                 + counts["weight_fft_flops"]) * s["fft_flops"]
+                + counts["transform_points"] * s["transform_points"]
+                + counts["spectrum_stream_bytes"] * s["spectrum_stream_bytes"]
+                + counts["gemm_calls"] * s["gemm_call"]
+                + counts["contraction_flops"] * (s["gemm_flops"] if contraction == "gemm"
+                                                 else s["broadcast_flops"]))
+    serial = (counts["copy_bytes"] * s["copy_bytes"] + counts["tiles"] * s["tile"]
+              + counts["blocks"] * s["block"])
+    seconds = np.where(fits, parallel / cores + serial, np.inf)
+    best = int(np.argmin(seconds))
+    fft_shape = tuple(int(v) for v in lengths[best])
+    held = tuple(int(v) for v in outputs[best])
+    tiles = tuple(-(-o // t) for o, t in zip(problem.output_shape, held))
+    return Tiling(fft_shape, held, tiles, int(chunk[best]), int(block[best]), contraction,
+                  int(per_group[best] * chunk[best] * block[best]))
+
+
+def _blocking(problem, lengths, outputs, limit):
+    """Per candidate (rows of ``lengths`` and ``outputs``): groups per chunk, (spatial
+    tile, image) pairs per block, and one tile's workspace per group. All groups in one
+    chunk and as many pairs as fill the workspace; when one tile of all groups does not
+    fit, as many groups as do, one pair per block."""
+    itemsize = problem.dtype.itemsize
+    channels = problem.in_channels_per_group + problem.out_channels_per_group
+    points = np.prod(lengths, axis=1)
+    freqs = np.prod(lengths[:, :-1], axis=1) * (lengths[:, -1] // 2 + 1)
+    per_group = itemsize * channels * (points + 2 * freqs)
+    pairs = _ceil_div(np.asarray(problem.output_shape), outputs).prod(axis=1) * problem.batch
+    groups = problem.groups
+    whole = per_group * groups <= limit
+    chunk = np.where(whole, groups, np.maximum(1, limit // per_group))
+    block = np.where(whole, np.maximum(1, np.minimum(pairs, limit // (per_group * groups))), 1)
+    return chunk, block, per_group
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def _counts(problem, lengths, outputs, chunk, block, contraction) -> dict[str, np.ndarray]:
+    """What runs with the given tilings do (one row per tiling), in all: transform flops
+    (2.5 N log2 N per real transform of N points), points the transforms pass over (one
+    pass per axis), contraction flops, weight-spectrum bytes the contraction streams (all
+    of it once per block), BLAS calls, the weights' transform flops, bytes gathered and
+    cropped, tiles (a group chunk's copy of one spatial tile for the block's images) and
+    blocks."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    r = problem.rank
+    points = lengths.prod(axis=1)
+    half = np.floor(lengths[:, -1] / 2) + 1
+    freqs = lengths[:, :-1].prod(axis=1) * half
+    spatial = _ceil_div(np.asarray(problem.output_shape), np.asarray(outputs)).prod(axis=1)
+    pairs = spatial * problem.batch
+    chunks = _ceil_div(problem.groups, chunk)
+    blocks_per_chunk = _ceil_div(pairs, block)
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    one = FFT_FLOPS_PER_POINT_LOG * points * np.log2(np.maximum(points, 2.0))
+    itemsize = problem.dtype.itemsize
+    spectrum_bytes = 2 * itemsize * freqs * problem.groups * icg * ocg
+    # the weights' transform, axis by axis from the last, each pass over the lines the
+    # previous ones made non-zero (the kernel folded onto the tile where it is longer)
+    shape = np.minimum(np.asarray(stretched_kernel(problem), dtype=np.float64), lengths)
+    weight = np.zeros(len(lengths))
+    for axis in reversed(range(r)):
+        lines = shape.prod(axis=1) / shape[:, axis]
+        n = lengths[:, axis]
+        weight += (lines * FFT_FLOPS_PER_POINT_LOG * n * np.log2(np.maximum(n, 2.0))
+                   * (0.5 if axis == r - 1 else 1.0))
+        shape[:, axis] = half if axis == r - 1 else n
+    return {
+        "forward_fft_flops": pairs * problem.in_channels * one,
+        "inverse_fft_flops": pairs * problem.out_channels * one,
+        "transform_points": pairs * (problem.in_channels + problem.out_channels) * points * r,
+        "contraction_flops": pairs * freqs * COMPLEX_MAC_FLOPS * icg * ocg * problem.groups,
+        "spectrum_stream_bytes": blocks_per_chunk * spectrum_bytes,
+        # numpy.matmul calls the BLAS once per frequency and group, per block
+        "gemm_calls": (blocks_per_chunk * freqs * problem.groups if contraction == "gemm"
+                       else np.zeros(len(lengths))),
+        "weight_fft_flops": weight * icg * problem.out_channels,
+        "copy_bytes": itemsize * (pairs * points * problem.in_channels
+                                  + problem.batch * problem.output_size * problem.out_channels),
+        "tiles": spatial * chunks * _ceil_div(problem.batch, np.minimum(problem.batch, block)),
+        "blocks": chunks * blocks_per_chunk,
+    }
+
+
+def work_counts(problem, t: Tiling) -> dict[str, float]:
+    """:func:`_counts` of one tiling, as floats."""
+    counts = _counts(problem, np.array([t.fft_shape]), np.array([t.tile_outputs]),
+                     np.array([t.group_chunk]), np.array([t.block_tiles]), t.contraction)
+    return {name: float(value[0]) for name, value in counts.items()}
+
+
+# --------------------------------------------------------------------------- weights
+
+class FFTWeights:
+    """What ``prepare_weights`` hands to ``run``: the weights as (K..., G, ICg, OCg)
+    (``by_tap``, a copy of the caller's), and the weight spectra computed so far, one per
+    transform shape (at most MAX_KEPT_SPECTRA).
+
+    A spectrum is (F, G, ICg, OCg) complex, conjugated and scaled by 1 / prod(L), so that
+    the inverse transform needs no scaling."""
+
+    __slots__ = ("problem", "by_tap", "_spectra", "_lock", "transforms")
+
+    def __init__(self, problem, by_tap: np.ndarray):
+        self.problem = problem
+        self.by_tap = by_tap
+        self._spectra: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.transforms = 0  # how many spectra were computed (for tests)
+
+    def spectrum(self, fft_shape, threads: int) -> np.ndarray:
+        key = tuple(fft_shape)
+        with self._lock:
+            found = self._spectra.get(key)
+            if found is not None:
+                self._spectra.move_to_end(key)
+                return found
+            spectrum = weight_spectrum(self.problem, self.by_tap, key, threads)
+            self._spectra[key] = spectrum
+            self.transforms += 1
+            while len(self._spectra) > MAX_KEPT_SPECTRA:
+                self._spectra.popitem(last=False)
+            return spectrum
+
+
+    @property
+    def canonical(self) -> np.ndarray:
+        """The weights as (G, K..., ICg, OCg) (a view), for the exact recomputation."""
+        return np.moveaxis(self.by_tap, self.problem.rank, 0)
+
+
+def weight_spectrum(problem, by_tap: np.ndarray, fft_shape, threads: int) -> np.ndarray:
+    """conj(rfftn(stretched weights, fft_shape)) / prod(fft_shape) as (F, G, ICg, OCg).
+
+    The weights (K..., G, ICg, OCg) are scaled first (a small array), taps
+    further apart than L along an axis folded onto each other (the circular correlation's
+    kernel, for whole-axis tiles shorter than the kernel), the last axis reversed: its
+    real transform is then the conjugate one, and the other axes take the unscaled
+    inverse transform (``norm="forward"``), which conjugates too. Each axis transforms
+    only the lines the axes before it made non-zero, and the result comes out in the
+    (F..., G, ICg, OCg) order the contraction reads, with no copy."""
+    r = problem.rank
+    filters = (problem.groups, problem.in_channels_per_group, problem.out_channels_per_group)
+    stretched = by_tap
+    if any(d != 1 for d in problem.dilations):
+        stretched = np.zeros((*stretched_kernel(problem), *filters), dtype=problem.dtype)
+        stretched[tuple(slice(None, None, d) for d in problem.dilations)] = by_tap
+    for axis, length in enumerate(fft_shape):
+        extent = stretched.shape[axis]
+        if extent > length:  # fold taps L apart onto each other
+            laps = -(-extent // length)
+            padded = np.zeros((*stretched.shape[:axis], laps * length,
+                               *stretched.shape[axis + 1:]), dtype=problem.dtype)
+            padded[(slice(None),) * axis + (slice(0, extent),)] = stretched
+            stretched = padded.reshape(*stretched.shape[:axis], laps, length,
+                                       *stretched.shape[axis + 1:]).sum(axis=axis)
+            del padded
+    last = r - 1
+    scale = 1.0 / math.prod(fft_shape)
+    reversed_last = np.zeros((*stretched.shape[:last], fft_shape[last], *filters),
+                             dtype=problem.dtype)
+    taps = stretched.shape[last]
+    # tap j goes to position (-j) mod L, scaled on the way
+    lead = (slice(None),) * last
+    np.multiply(stretched[lead + (slice(0, 1),)], scale,
+                out=reversed_last[lead + (slice(0, 1),)])
+    if taps > 1:
+        np.multiply(stretched[lead + (slice(taps - 1, 0, -1),)], scale,
+                    out=reversed_last[lead + (slice(fft_shape[last] - taps + 1, None),)])
+    del stretched
+    spectrum = sfft.rfft(reversed_last, axis=last, workers=threads)
+    del reversed_last
+    for axis in reversed(range(last)):
+        spectrum = sfft.ifft(spectrum, n=fft_shape[axis], axis=axis, norm="forward",
+                             workers=threads, overwrite_x=True)
+    return np.ascontiguousarray(spectrum).reshape(math.prod(spectrum_shape(fft_shape)),
+                                                  *filters)
+
+
+def prepare_weights(problem, weights) -> FFTWeights:
+    """Copy the canonical weights (a view, ``weight_views``) as (K..., G, ICg, OCg). The
+    spectra wait for the first run, which knows the tile shape and thread count."""
+    by_tap = np.moveaxis(np.asarray(weights), 0, problem.rank)
+    # a copy even where the view is contiguous: a plan must not see later edits
+    return FFTWeights(problem, np.array(by_tap, dtype=problem.dtype, order="C", copy=True))
+
+
+# --------------------------------------------------------------------------- tiles
+
+@dataclass(frozen=True)
+class AxisTile:
+    """One tile along one axis: the source range it reads and where that lands in the
+    buffer, and the outputs it writes."""
+
+    src: slice
+    buffer: slice
+    out: slice
+    count: int
+
+
+def axis_tiles(problem, t: Tiling, axis: int) -> list[AxisTile]:
+    """The tiles along ``axis`` that read some of src (a tile wholly in the padding
+    writes outputs whose every tap is padding: those are set to the bias)."""
+    extent = problem.input_shape[axis]
+    stride, begin = problem.strides[axis], problem.pads_begin[axis]
+    length, held = t.fft_shape[axis], t.tile_outputs[axis]
+    found = []
+    for index in range(t.tiles_per_axis[axis]):
+        first = index * held
+        count = min(held, problem.output_shape[axis] - first)
+        start = first * stride - begin  # src position of buffer position 0
+        # only what the kept outputs read: more could alias in a tile shorter than that
+        needed = (count - 1) * stride + stretched_kernel(problem)[axis]
+        lo, hi = max(start, 0), min(start + needed, extent)
+        assert hi - start <= length, (hi, start, length)
+        if lo >= hi:
+            continue
+        found.append(AxisTile(slice(lo, hi), slice(lo - start, hi - start),
+                              slice(first, first + count), count))
+    return found
+
+
+def blocks(problem, t: Tiling):
+    """Lists of (spatial tile, first image, images, first buffer row) segments, each list
+    at most ``t.block_tiles`` (spatial tile, image) pairs."""
+    per_axis = [axis_tiles(problem, t, axis) for axis in range(problem.rank)]
+    block, used = [], 0
+    for spatial in product(*per_axis):
+        image = 0
+        while image < problem.batch:
+            take = min(problem.batch - image, t.block_tiles - used)
+            block.append((spatial, image, take, used))
+            used += take
+            image += take
+            if used == t.block_tiles:
+                yield block
+                block, used = [], 0
+    if block:
+        yield block
+
+
+def padding_only(problem) -> list[np.ndarray]:
+    """Per axis, the output positions whose every tap on that axis lies in the padding."""
+    masks = []
+    for axis in range(problem.rank):
+        o = np.arange(problem.output_shape[axis], dtype=np.int64)
+        stride, dilation = problem.strides[axis], problem.dilations[axis]
+        first = o * stride - problem.pads_begin[axis]
+        # the first tap at or after src position 0
+        k = np.maximum(0, -(first // dilation))
+        reads = (k < problem.kernel_shape[axis]) & (first + k * dilation
+                                                    < problem.input_shape[axis])
+        masks.append(~reads)
+    return masks
+
+
+def _fill_padding_only(problem, dst, bias) -> None:
+    value = 0 if bias is None else bias
+    for axis, mask in enumerate(padding_only(problem)):
+        where = np.flatnonzero(mask)
+        if where.size:
+            dst[(slice(None),) * (1 + axis) + (where,)] = value
+
+
+# --------------------------------------------------------------------------- contraction
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(1, available_cores() - 1),
+                                       thread_name_prefix="convlab-fft")
+        return _pool
+
+
+def frequency_chunks(freqs: int, per_frequency_bytes: int) -> list[tuple[int, int]]:
+    """Frequency ranges of about CHUNK_BYTES each (independent of the thread count)."""
+    size = max(1, CHUNK_BYTES // max(1, per_frequency_bytes))
+    return [(f, min(freqs, f + size)) for f in range(0, freqs, size)]
+
+
+def _run_parallel(work, chunks, threads: int) -> None:
+    """``work(lo, hi)`` on every chunk, the chunks dealt out to ``threads`` threads (the
+    caller is one of them)."""
+    threads = max(1, min(threads, len(chunks)))
+    if threads == 1:
+        for lo, hi in chunks:
+            work(lo, hi)
+        return
+    shares = [chunks[i::threads] for i in range(threads)]
+
+    def run_share(share):
+        for lo, hi in share:
+            work(lo, hi)
+
+    futures = [_executor().submit(run_share, share) for share in shares[1:]]
+    try:
+        run_share(shares[0])
+    finally:
+        for future in futures:
+            future.result()
+
+
+def contract(x: np.ndarray, w: np.ndarray, y: np.ndarray, groups: int, contraction: str,
+             threads: int) -> None:
+    """y[f, b, g*OCg + o] = sum_i x[f, b, g*ICg + i] * w[f, g, i, o] for a chunk of groups.
+
+    ``x`` (F, B, gc*ICg), ``w`` (F, gc, ICg, OCg) and ``y`` (F, B, gc*OCg), complex."""
+    freqs, rows = x.shape[0], x.shape[1]
+    icg, ocg = w.shape[2], w.shape[3]
+    per_frequency = x.itemsize * (rows * groups * (icg + ocg) + groups * icg * ocg)
+    chunks = frequency_chunks(freqs, per_frequency)
+    if contraction == "broadcast":
+        x4 = x.reshape(freqs, rows, groups, icg)
+        y4 = y.reshape(freqs, rows, groups, ocg)
+
+        def work(lo, hi):
+            out = y4[lo:hi]
+            np.multiply(x4[lo:hi, :, :, 0:1], w[lo:hi, None, :, 0, :], out=out)
+            for i in range(1, icg):
+                out += x4[lo:hi, :, :, i:i + 1] * w[lo:hi, None, :, i, :]
+
+        _run_parallel(work, chunks, threads)
+        return
+
+    def work(lo, hi):
+        for g in range(groups):
+            np.matmul(x[lo:hi, :, g * icg:(g + 1) * icg], w[lo:hi, g],
+                      out=y[lo:hi, :, g * ocg:(g + 1) * ocg])
+
+    with blas_limit(1):
+        _run_parallel(work, chunks, threads)
+
+
+# --------------------------------------------------------------------------- run
+
+last_run: dict[str, Any] = {}
+"""What the latest call did: tiling, blocks, whether it fell back (for tests, explain)."""
+
+
+def _supports(problem) -> str | None:
+    if problem.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        return f"dtype {problem.dtype}: fft computes float32 and float64"
+    return refusal(problem)
+
+
+def _exact_fallback(problem):
+    return get_algorithm("direct" if problem.rank <= 3 else "im2col")
+
+
+def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
+    """Compute ``dst``; returns "fft", or the exact algorithm that recomputed a result
+    holding Inf or NaN."""
+    t = tiling(problem)
+    spectrum = prepared.spectrum(t.fft_shape, threads)
+    # Inf and NaN spread over whole tiles, with warnings; a result holding them is
+    # recomputed exactly below
+    with np.errstate(invalid="ignore", over="ignore"):
+        block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
+    _fill_padding_only(problem, dst, bias)
+    info = dict(t.describe(), blocks=block_count, fallback=None)
+    if not _all_finite(dst):
+        exact = _exact_fallback(problem)
+        canonical = np.ascontiguousarray(prepared.canonical)
+        exact.run(problem, src, exact.prepare_weights(problem, canonical), bias, dst, threads)
+        info["fallback"] = exact.name
+    last_run.clear()
+    last_run.update(info)
+    return info["fallback"] or "fft"
+
+
+# Elements per slice of the finiteness check: its boolean temporary stays small.
+FINITE_CHECK_ELEMENTS = 1 << 20
+
+
+def _all_finite(dst: np.ndarray) -> bool:
+    flat = dst.reshape(-1)
+    return all(np.isfinite(flat[i:i + FINITE_CHECK_ELEMENTS]).all()
+               for i in range(0, flat.size, FINITE_CHECK_ELEMENTS))
+
+
+def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
+    """The tiles' transforms, contraction, inverse transforms and crops into ``dst``, block
+    by block for each chunk of groups; returns the number of blocks."""
+    r = problem.rank
+    icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
+    spatial = tuple(range(r))
+    freqs = math.prod(t.spectrum_shape)
+    complex_dtype = np.result_type(problem.dtype, np.complex64)
+    steps = tuple(slice(None, None, s) for s in problem.strides)
+    block_count = 0
+    for g0 in range(0, problem.groups, t.group_chunk):
+        gc = min(t.group_chunk, problem.groups - g0)
+        ic0, ic1 = g0 * icg, (g0 + gc) * icg
+        oc0, oc1 = g0 * ocg, (g0 + gc) * ocg
+        chunk_bias = None if bias is None else bias[oc0:oc1]
+        w = spectrum[:, g0:g0 + gc]
+        buffers = {}
+        for block in blocks(problem, t):
+            block_count += 1
+            rows = sum(take for _, _, take, _ in block)
+            if rows not in buffers:  # the full size, then maybe a shorter last block
+                buffers.clear()  # never both at once
+                buffers[rows] = (
+                    np.empty((*t.fft_shape, rows, ic1 - ic0), problem.dtype),
+                    np.empty((*t.spectrum_shape, rows, oc1 - oc0), complex_dtype))
+            tiles_in, y = buffers[rows]
+            tiles_in.fill(0)
+            for axes, image, take, row in block:
+                window = src[(slice(image, image + take), *(a.src for a in axes),
+                              slice(ic0, ic1))]
+                target = tiles_in[(*(a.buffer for a in axes), slice(row, row + take))]
+                np.copyto(target, np.moveaxis(window, 0, r))
+            x = sfft.rfftn(tiles_in, axes=spatial, workers=threads)
+            contract(x.reshape(freqs, rows, ic1 - ic0), w, y.reshape(freqs, rows, oc1 - oc0),
+                     gc, t.contraction, threads)
+            del x
+            out = sfft.irfftn(y, s=t.fft_shape, axes=spatial, norm="forward",
+                              overwrite_x=True, workers=threads)
+            for axes, image, take, row in block:
+                kept = out[(*(slice(0, (a.count - 1) * s + 1)
+                              for a, s in zip(axes, problem.strides)),
+                            slice(row, row + take))][steps]
+                target = dst[(slice(image, image + take), *(a.out for a in axes),
+                              slice(oc0, oc1))]
+                kept = np.moveaxis(kept, r, 0)
+                if chunk_bias is None:
+                    np.copyto(target, kept)
+                else:
+                    np.add(kept, chunk_bias, out=target)
+            del out
+    return block_count
+
+
+# --------------------------------------------------------------------------- cost
+
+def cost_terms(problem, threads) -> tuple:
+    """The work of one ``convolve`` call, as :mod:`convlab.cost_model` terms, and details
+    for ``explain``. Transforms and the contraction run on ``threads`` threads; the
+    gathers, crops and per-block calls on one."""
+    t = tiling(problem)
+    counts = work_counts(problem, t)
+    gemm = t.contraction == "gemm"
+    terms = {
+        "call": 1.0,
+        "forward_fft_flops": counts["forward_fft_flops"] / threads,
+        "inverse_fft_flops": counts["inverse_fft_flops"] / threads,
+        "transform_points": counts["transform_points"] / threads,
+        "gemm_flops": counts["contraction_flops"] / threads if gemm else 0.0,
+        "broadcast_flops": 0.0 if gemm else counts["contraction_flops"] / threads,
+        "spectrum_stream_bytes": counts["spectrum_stream_bytes"] / threads,
+        "gemm_calls": counts["gemm_calls"] / threads,
+        "copy_bytes": counts["copy_bytes"],
+        "tiles": counts["tiles"],
+        "blocks": counts["blocks"],
+        # a plan transforms its weights once (cost_model.PREPARATION_TERMS)
+        "weight_transform_flops": counts["weight_fft_flops"] / threads,
+    }
+    details = dict(t.describe(), threads=threads,
+                   float32_relative_error=relative_error(problem))
+    return terms, details
+
+
+def _cost(problem, threads):
+    return cost_model.estimate("fft", threads, *cost_terms(problem, threads))
+
+
+def relative_error(problem) -> float:
+    by_rank = MEASURED_RELATIVE_ERROR_BY_RANK
+    return by_rank.get(problem.rank, max(by_rank.values()))
+
+
+@register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
+                    relative_error=relative_error, weight_views=True, auto=auto_contender,
+                    description="scipy.fft transforms of overlap-save tiles x complex GEMM "
+                                "over channels; any rank, all attributes (strides decimate)")
+def run_fft(problem, src, weights, bias, dst, threads):
+    if not isinstance(weights, FFTWeights):
+        weights = prepare_weights(problem, weights)
+    run_prepared(problem, src, weights, bias, dst, threads)
