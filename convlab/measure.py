@@ -11,14 +11,15 @@ fastest contender's estimate lay on the benchdnn suites.
 
 The first call's extra cost is bounded: at most :data:`MAX_CONTENDERS`, lowest estimate
 first, and no further contender once :data:`TIME_LIMIT_SECONDS` have gone by; each one is
-prepared (its weights packed or transformed, which the plan keeps for the winner), run once
-untimed, then :data:`TIMED_RUNS` times (fewer when that would pass the limit), and its
-median kept.
+prepared (its weights packed or transformed, which the plan keeps for the winner) and run
+once untimed. Then the contenders are timed in turn, one run each per round, for
+:data:`TIMED_RUNS` rounds (fewer when that would pass the limit), and each keeps its fastest
+run: on a shared machine a slow spell of a second or so then lands on every contender's
+rounds alike instead of on one contender's block, and noise only ever adds time.
 """
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -33,7 +34,7 @@ CHOICES = ("measure", "estimate")
 MAX_CONTENDERS = 3
 # No contender is started after this many seconds of measuring (the first always runs).
 TIME_LIMIT_SECONDS = 1.0
-# Timed runs per contender, after one untimed run; the median is kept.
+# Rounds of timed runs (one per contender each), after one untimed run; the fastest is kept.
 TIMED_RUNS = 3
 
 # The clock the timings read; tests replace it to make them deterministic.
@@ -49,7 +50,7 @@ def parse_choose(choose) -> str:
 @dataclass(frozen=True)
 class Measurement:
     """How a plan chose for one shape: each contender's prepared-weights estimate, which of
-    them were timed and how long they took (median seconds), and the pick."""
+    them were timed and how long they took (seconds of its fastest timed run), and the pick."""
 
     choice: str
     estimates: dict[str, float]
@@ -113,27 +114,27 @@ def measure(problem: ConvProblem, threads: int, precision: str,
     if len(close) == 1:
         return Measurement(close[0][0], estimates, margin=margin)
     started = clock()
-    seconds: dict[str, float] = {}
+    warm: dict[str, float] = {}  # contender -> its untimed run's seconds
     not_timed: list[str] = []
     for index, (name, _) in enumerate(close):
-        if index >= MAX_CONTENDERS or (seconds and clock() - started >= TIME_LIMIT_SECONDS):
+        if index >= MAX_CONTENDERS or (warm and clock() - started >= TIME_LIMIT_SECONDS):
             not_timed.append(name)
             continue
         prepare(name)
         begin = clock()
         run(name)
-        untimed = clock() - begin
-        left = TIME_LIMIT_SECONDS - (clock() - started)
-        if untimed <= 0 or untimed * TIMED_RUNS <= left:
-            runs = TIMED_RUNS
-        else:  # as many as fit in the time left, at least one
-            runs = max(1, int(left / untimed))
-        times = []
-        for _ in range(runs):
+        warm[name] = clock() - begin
+    times: dict[str, list[float]] = {name: [] for name in warm}
+    round_seconds = sum(warm.values())
+    for _ in range(TIMED_RUNS):
+        if times[next(iter(times))] and \
+                clock() - started + round_seconds > TIME_LIMIT_SECONDS:
+            break  # another round would pass the limit (the first always runs)
+        for name in times:
             begin = clock()
             run(name)
-            times.append(clock() - begin)
-        seconds[name] = statistics.median(times)
+            times[name].append(clock() - begin)
+    seconds = {name: min(runs) for name, runs in times.items()}
     choice = min(seconds, key=seconds.get)
     return Measurement(choice, estimates, seconds, margin, tuple(not_timed),
                        clock() - started)

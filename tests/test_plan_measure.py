@@ -62,9 +62,12 @@ class FakeAlgorithm:
         self.name = None
 
     def run(self, problem, src, weights, bias, dst, threads):
-        self.counts["runs"][self.name] = self.counts["runs"].get(self.name, 0) + 1
+        runs = self.counts["runs"][self.name] = self.counts["runs"].get(self.name, 0) + 1
+        self.counts["order"].append(self.name)
         registry.get_algorithm("reference").run(problem, src, weights, bias, dst, threads)
-        self.clock.now += self.duration
+        # a duration per run (the last one repeats), or one for every run
+        durations = self.duration if isinstance(self.duration, tuple) else (self.duration,)
+        self.clock.now += durations[min(runs, len(durations)) - 1]
 
     def prepare(self, problem, weights):
         self.counts["prepared"][self.name] = self.counts["prepared"].get(self.name, 0) + 1
@@ -78,7 +81,7 @@ class FakeAlgorithm:
 def fake_algorithms(clock, specs):
     """Register a :class:`FakeAlgorithm` per (estimated seconds, seconds per run) in
     ``specs``. Yields their names and the counts of their runs and preparations."""
-    counts = {"runs": {}, "prepared": {}}
+    counts = {"runs": {}, "prepared": {}, "order": []}
     with contextlib.ExitStack() as stack:
         names = []
         for estimate, duration in specs:
@@ -119,6 +122,25 @@ def test_the_measured_choice_is_the_fastest_timed_contender(rng, clock, wide_mar
             pytest.approx(1e-3)
         # the losers' prepared weights are not kept
         assert set(plan._prepared) == {(names[1], "<f4")}
+
+
+def test_contenders_are_timed_in_interleaved_rounds_and_keep_their_fastest_run(
+        rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    # the first contender's timed runs take 4, 1 and 4 ms (a slow spell around its fastest
+    # run); the second's take 2 ms each: by its fastest run the first wins, though its
+    # median (4 ms) would lose
+    specs = [(1.0e-9, (2e-3, 4e-3, 1e-3, 4e-3)), (1.2e-9, 2e-3)]
+    with fake_algorithms(clock, specs) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        first, second = names
+        # one untimed run each, then measure.TIMED_RUNS rounds of one run each; then the call
+        assert counts["order"] == [first, second] + [first, second] * measure.TIMED_RUNS + \
+            [first]
+        assert plan.algorithm_for(src) == first
+        assert plan.explain(src).measurement.seconds == pytest.approx({first: 1e-3,
+                                                                       second: 2e-3})
 
 
 def test_only_contenders_within_the_margin_are_timed(rng, clock, wide_margin):
