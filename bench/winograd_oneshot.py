@@ -23,6 +23,11 @@ that both see the same machine (on a shared machine, separate runs minutes apart
 more than the change did): a copy of the old checkout's ``convlab`` directory, built,
 renamed (e.g. to ``convlab_old``) with its own imports rewritten to that name, on
 PYTHONPATH. Its contenders are named ``before:winograd4`` and so on.
+
+``--torch`` adds PyTorch's ``conv`` on the same data to the same rounds (one contender,
+kind "oneshot"), and prints per algorithm the geo-mean over the layers of torch's time
+over the algorithm's one-shot and plan times, and over those of the best Winograd tile of
+each layer.
 """
 from __future__ import annotations
 
@@ -54,6 +59,8 @@ def parse_args(argv=None):
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
                         help="thread: CPU time of the calling thread (only for --threads 1, "
                              "which a busy machine disturbs less)")
+    parser.add_argument("--torch", action="store_true",
+                        help="time PyTorch on the same layers in the same rounds")
     parser.add_argument("--csv", help="write the per-contender results here")
     parser.add_argument("--combine", nargs=2, metavar=("BEFORE", "AFTER"),
                         help="comma-separated CSV files of runs before and after; no timing")
@@ -118,6 +125,17 @@ def time_layer(layer, args, rng):
                 lambda a=algorithm, package=package: package.convolve(
                     src, weights, algorithm=a, threads=args.threads, **kwargs))
             calls[(prefix + algorithm, "plan")] = lambda p=plan: p(src)
+    if args.torch:
+        import numpy as np
+        import torch
+
+        from convlab.benchmark import torch_contender
+
+        r = layer.rank
+        peer = torch_contender(torch, layer, np.moveaxis(src, -1, 1),
+                               weights.transpose(r + 1, r, *range(r)), args.threads)
+        if peer.call is not None:
+            calls[("torch", "oneshot")] = peer.call
     blocks = {key: [] for key in calls}
     for _ in range(args.rounds):
         order = list(calls)
@@ -194,6 +212,30 @@ def print_table(rows, algorithms):
                       f"  plan {geo_mean(geo['plan'][after]):.2f}")
 
 
+def print_torch_ratios(rows, algorithms):
+    """Geo-means over the layers of torch's median time over each contender's."""
+    layers = [layer for layer in dict.fromkeys(key[0] for key in rows)
+              if (layer, "torch", "oneshot") in rows]
+    if not layers:
+        return
+    print(f"\ntorch time / convlab time, geo-mean over {len(layers)} layers (above 1: "
+          f"convlab faster)")
+    winograd = [a for a in algorithms if a.startswith("winograd")]
+    for kind in KINDS:
+        cells = []
+        for algorithm in algorithms:
+            ratios = [rows[(layer, "torch", "oneshot")][0] / rows[(layer, algorithm, kind)][0]
+                      for layer in layers if (layer, algorithm, kind) in rows]
+            if ratios:
+                cells.append(f"{algorithm} {geo_mean(ratios):.2f}x")
+        best = [rows[(layer, "torch", "oneshot")][0]
+                / min(rows[(layer, a, kind)][0] for a in winograd if (layer, a, kind) in rows)
+                for layer in layers if any((layer, a, kind) in rows for a in winograd)]
+        if best:
+            cells.append(f"best Winograd tile per layer {geo_mean(best):.2f}x")
+        print(f"  {kind:8s} " + ", ".join(cells))
+
+
 def write_csv(path, rows):
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
@@ -268,6 +310,7 @@ def main(argv=None):
             rows[(layer.name, algorithm, kind)] = summary(blocks)
         print(f"  timed {layer.name}", file=sys.stderr, flush=True)
     print_table(rows, algorithms)
+    print_torch_ratios(rows, [a for a in algorithms if not a.startswith("before:")])
     if args.csv:
         write_csv(args.csv, rows)
 
