@@ -21,6 +21,10 @@ from tests.helpers import assert_matches_reference, run_python_in_checkout
 
 PLAN_CACHE = pytest.mark.thread_unsafe(
     reason="counts the plans of the process-wide cache, which other threads' calls fill")
+GLOBAL_CONFIG = pytest.mark.thread_unsafe(
+    reason="changes Dask's process-wide configuration under the other threads")
+PROCESSES = pytest.mark.thread_unsafe(
+    reason="starts a cluster of worker processes; one per thread would crowd the machine")
 
 
 def test_importing_convlab_does_not_import_dask():
@@ -256,6 +260,7 @@ def test_split_channels_are_merged_with_a_warning():
         src, weights, data_format="NCX", weights_format="OIX"), rtol=1e-12, atol=1e-12)
 
 
+@GLOBAL_CONFIG
 def test_threaded_scheduler_budget_shares_the_cores():
     cores = convlab.effective_threads()
     with dask.config.set(num_workers=1):
@@ -289,6 +294,7 @@ def test_bad_arguments_are_named_before_any_task_runs(kwargs, error, match):
 
 # --------------------------------------------------------------------------- cluster, zarr
 
+@PROCESSES
 def test_process_local_cluster_and_zarr_round_trip(tmp_path):
     distributed = pytest.importorskip("distributed")
     zarr = pytest.importorskip("zarr")
