@@ -73,8 +73,9 @@ def convolve(src, weights, bias=None, **kwargs):
         raise TypeError("out= is not taken by convlab.dask.convolve, which returns a lazy "
                         "dask array; write it with dask.array.store or to_zarr")
     kwargs.pop("out", None)
-    weights = np.asarray(weights)
-    bias = None if bias is None else np.asarray(bias)
+    # private copies: the graph runs later, and the caller may change their arrays meanwhile
+    weights = np.array(weights, copy=True)
+    bias = None if bias is None else np.array(bias, copy=True)
     _check_post_ops(kwargs.get("post_ops"), kwargs.get("data_format", "NXC"), src.ndim)
 
     problem = make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
