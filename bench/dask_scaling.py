@@ -175,7 +175,7 @@ def batch(args, out) -> None:
                          atol=1e-3)
     out(f"## 2. batch: resnet_50:{layer.short_name} at batch {args.batch}, chunks of "
         f"{args.batch_chunk} images")
-    out(f"{layer.describe() if hasattr(layer, 'describe') else kwargs}")
+    out(f"src {layer.src_shape(args.batch)} NXC, weights {weights.shape} XIO, {kwargs}")
     out(f"one convlab.convolve call, threads={args.workers}: {single * 1e3:.1f} ms")
     out(f"convlab.dask on {args.workers} workers x 1 thread (src and dst on the workers): "
         f"{spread * 1e3:.1f} ms")
