@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from convlab.benchmark import GEMM_BOUND_MIN_FLOPS, gemm_share_summary, geo_mean  # noqa: E402
+from convlab.cli.benchmark import GEMM_BOUND_MIN_FLOPS, gemm_share_summary, geo_mean  # noqa: E402
 
 ALGORITHM_PREFIXES = ("direct", "im2col", "winograd")
 

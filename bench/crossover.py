@@ -24,8 +24,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import registry  # noqa: E402
-from convlab.benchmark import cpu_model, geo_mean, time_block  # noqa: E402
+from convlab.cli.benchmark import cpu_model, geo_mean  # noqa: E402
+from convlab.dispatch import registry  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -8,7 +8,7 @@ the other one ResNet uses. Whether the chain was fused (see ``fuse_post_ops`` in
 registry) is printed per layer.
 
 Per layer, plans (weights prepared once) write into a preallocated ``out``; each
-contender runs in blocks after an idle pause (``convlab.benchmark.time_block``), and the
+contender runs in blocks after an idle pause (``convlab.runtime.timing.time_block``), and the
 blocks of all contenders alternate for ``--rounds`` rounds, so a slow spell of the
 machine falls on all of them. The figures are medians over every timed call.
 """
@@ -25,7 +25,11 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
-from convlab import benchmark, postops, registry, shapes  # noqa: E402
+from convlab.cli import benchmark  # noqa: E402
+from convlab.dispatch import registry  # noqa: E402
+from convlab.ops import postops  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 TORCH_OPS = {"relu": lambda y, residual: y.relu_(),
              "sum": lambda y, residual: y.add_(residual)}
@@ -113,7 +117,7 @@ def main(argv=None) -> int:
         times = {name: [] for name in calls}
         for _ in range(args.rounds):
             for name, call in calls.items():
-                times[name] += benchmark.time_block(call, args.repeats,
+                times[name] += time_block(call, args.repeats,
                                                     min_seconds=args.min_block_time)
         median = {name: statistics.median(values) for name, values in times.items()}
         ratio = {"chain": median["fused"] / median["bare"],

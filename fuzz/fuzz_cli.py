@@ -12,8 +12,8 @@ from unittest import mock
 
 from fuzz_targets import clear_errors_allowed, text_of
 
-from convlab import benchmark, cli, demo
-from convlab.threads import effective_threads
+from convlab.cli import benchmark, demo, main as cli
+from convlab.runtime.threads import effective_threads
 
 
 def arguments(data: bytes):

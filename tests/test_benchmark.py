@@ -1,17 +1,19 @@
-"""The bench harness (convlab.benchmark): what it times and reports, not how fast."""
+"""The bench harness (convlab.cli.benchmark): what it times and reports, not how fast."""
 import csv
 
 import pytest
 
 import convlab
-from convlab import benchmark, cost_model
-from convlab.shapes.descriptor import parse_descriptor
+from convlab.cli import benchmark
+from convlab.dispatch import cost_model
+from convlab.problem.shapes.descriptor import parse_descriptor
+from convlab.runtime import timing
 
 
 def test_time_rotation_times_every_call_once_per_round_in_varying_order():
     order = []
     calls = [lambda name=name: order.append(name) for name in "abc"]
-    times = benchmark.time_rotation(calls, repeats=12, pause=0)
+    times = timing.time_rotation(calls, repeats=12, pause=0)
     assert [len(t) for t in times] == [12, 12, 12]
     assert all(s >= 0 for t in times for s in t)
     untimed, turns = order[:3], order[3:]
@@ -26,7 +28,7 @@ def test_time_rotation_times_every_call_once_per_round_in_varying_order():
 
 
 def test_time_rotation_takes_more_rounds_to_fill_min_seconds():
-    times = benchmark.time_rotation([lambda: None], repeats=1, pause=0, min_seconds=1e-3)
+    times = timing.time_rotation([lambda: None], repeats=1, pause=0, min_seconds=1e-3)
     assert len(times[0]) > 1
 
 
@@ -103,7 +105,7 @@ def test_algorithm_names_accept_plans_forced_to_registered_algorithms():
 
 def test_header_names_the_cpu_and_the_constants(monkeypatch):
     lines = benchmark.machine_lines()
-    info = convlab.cpu.cpu_info()
+    info = convlab.runtime.cpu.cpu_info()
     assert info["isa_detected"] in lines[0] and info["isa_effective"] in lines[0]
     assert lines[1] == f"cost constants: {cost_model.source()}"
     # a richer description of the constants is used when the cost model offers one

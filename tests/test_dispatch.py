@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab.registry import Estimate
+from convlab.dispatch.registry import Estimate
 from convlab.strategies.reference import run_reference
 from tests.helpers import (
     MUTATES_REGISTRY,
@@ -175,7 +175,7 @@ def test_select_algorithm_returns_a_registered_auto_contender(case):
     src, weights = np.zeros(src_shape, np.float32), np.zeros(weights_shape, np.float32)
     name = convlab.select_algorithm(src, weights, **attributes)
     assert name in convlab.algorithms()
-    assert convlab.registry.get_algorithm(name).auto
+    assert convlab.dispatch.registry.get_algorithm(name).auto
     explanation = convlab.explain(src, weights, **attributes)
     assert explanation.choice == name
     text = str(explanation)

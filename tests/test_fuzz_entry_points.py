@@ -37,8 +37,10 @@ import pytest
 from hypothesis import event, given, note, strategies as st
 
 import convlab
-from convlab import params, quantized, registry, select, transpose
-from convlab.threads import effective_threads
+from convlab.dispatch import registry, select
+from convlab.ops import _quantized as quantized, transpose
+from convlab.problem import params
+from convlab.runtime.threads import effective_threads
 from tests.fuzz_profiles import fuzz_settings
 from tests.helpers import (
     ALGORITHMS,
@@ -249,7 +251,7 @@ class Geometry:
                         errors=frozenset({ValueError} if definite else ()))
 
     def src_shape(self):
-        return params._data_shape(self.batch, self.in_channels, self.input_shape,
+        return params.user_data_shape(self.batch, self.in_channels, self.input_shape,
                                   self.data_format)
 
 
@@ -932,7 +934,7 @@ def unfused(plain, ops, problem, dst_before):
     """The oracle's post-op formulas on a plain result, in its own dtype (so an overflow
     to inf happens where the kernel's does): the plain result, then the value after each
     post-op, the last being the result, in the user's layout."""
-    from convlab import postops
+    from convlab.ops import postops
 
     before = None if dst_before is None else _ncx(dst_before, problem)
     stages = [_ncx(plain, problem).copy()]
@@ -1313,7 +1315,7 @@ def _diff_dst(draw, call: Call, problem, rng):
     """A gradient of the forward dst's shape (a guess of it when the problem is invalid),
     sometimes of the wrong shape."""
     g = call.geometry
-    shape = problem.dst_shape if problem is not None else params._data_shape(
+    shape = problem.dst_shape if problem is not None else params.user_data_shape(
         g.batch, g.out_channels, (1,) * g.rank, g.data_format)
     if draw(weighted((8, st.just(False)), (1, st.just(True)))):
         shape = shape[:-1] + (shape[-1] + 1,)

@@ -1,7 +1,7 @@
 """Plans that check their choice (``Convolution(..., choose="measure")``): on the first call
 for a shape they time the contenders whose estimates are close and keep the fastest.
 
-Timings are made deterministic by replacing ``convlab.measure.clock`` with a counter that
+Timings are made deterministic by replacing ``convlab.dispatch.measure.clock`` with a counter that
 the algorithms under test advance by a set amount per run; nothing here depends on how
 fast this machine runs any kernel.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import cost_model, measure, registry, select
+from convlab.dispatch import cost_model, measure, registry, select
 from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
