@@ -38,7 +38,8 @@ from hypothesis import event, given, note, strategies as st
 
 import convlab
 from convlab.dispatch import registry, select
-from convlab.ops import _quantized as quantized, transpose
+from convlab.dispatch.registry import INT8
+from convlab.ops import transpose
 from convlab.problem import params
 from convlab.runtime.threads import effective_threads
 from tests.fuzz_profiles import fuzz_settings
@@ -848,7 +849,7 @@ def test_select_algorithm_and_explain(call, data):
     problem = problem_of(call.arrays["src"], call.arrays["weights"], call.arrays["bias"],
                          call.attributes)
     if problem.is_quantized:
-        assert name in quantized.ALGORITHMS and quantized.supports(name, problem) is None
+        assert name in INT8.names() and INT8.get(name).supports(problem) is None
     else:
         assert name in convlab.algorithms()
         chosen = registry.get_algorithm(name)
@@ -1076,7 +1077,7 @@ def quantized_calls(draw):
                 keywords[broken] = 2**40
         expected = expected | Expected(frozenset({broken}), errors=frozenset({ValueError}))
     _put(keywords, "threads", draw(st.sampled_from(THREADS)))
-    algorithm = draw(weighted((4, st.sampled_from(("auto",) + quantized.ALGORITHMS)),
+    algorithm = draw(weighted((4, st.sampled_from(("auto", *INT8.names()))),
                               (1, st.sampled_from(convlab.algorithms()))))
     keywords["algorithm"] = algorithm
     return Call(g, dict(src=src, weights=weights, bias=bias), attributes, keywords, expected,
@@ -1092,8 +1093,8 @@ def test_int8(call, data):
     algorithm = call.keywords["algorithm"]
     refusal = None
     if problem is not None:
-        refusal = ("not an 8-bit algorithm" if algorithm not in ("auto",) + quantized.ALGORITHMS
-                   else None if algorithm == "auto" else quantized.supports(algorithm, problem))
+        refusal = ("not an 8-bit algorithm" if algorithm not in ("auto", *INT8.names())
+                   else None if algorithm == "auto" else INT8.get(algorithm).supports(problem))
     ops, out, before_values = None, None, None
     if problem is not None and data.draw(st.booleans()):
         ops = data.draw(post_op_chains(problem, exact=True))

@@ -240,7 +240,7 @@ def test_the_first_call_returns_the_measured_winners_result(rng, monkeypatch, cl
             original.run(*args, **kwargs)
             clock.now += 1e-3 if original.name == algorithm else 5e-3
 
-        monkeypatch.setitem(registry._REGISTRY, name, dataclasses.replace(original, run=run))
+        monkeypatch.setitem(registry.FORWARD.by_name, name, dataclasses.replace(original, run=run))
     plan = convlab.Convolution(weights, bias, threads=2, **ATTRIBUTES)
     first = plan(src)
     assert plan.algorithm_for(src) == algorithm

@@ -134,8 +134,18 @@ def fitted(threads: int | None = None) -> dict:
     return in_force(threads).data
 
 
+# Operations whose algorithms' constants sit in a section of their own in the shipped sets,
+# under their registry's prefix ("int8_direct": section "int8", algorithm "direct").
+# Calibration fits the forward algorithms only: these stay as shipped for the level.
+OPERATION_SECTIONS = ("int8",)
+
+
 def constants_for(algorithm: str, threads: int) -> dict[str, float]:
     """The algorithm's constants in force at ``threads`` (:func:`store.constants_at`)."""
+    section, _, name = algorithm.partition("_")
+    if section in OPERATION_SECTIONS:
+        shipped = store.shipped(store.shipped_level_for(in_force(threads).isa))
+        return store.constants_at(shipped[section]["constants"][name], threads)
     return store.constants_at(fitted(threads)["constants"][algorithm], threads)
 
 

@@ -4,6 +4,8 @@ Among the registered algorithms that support the problem, take part in "auto" an
 meet the requested precision, "auto" picks the lowest estimated time. The
 estimates come from each algorithm's own ``cost`` hook. "tune" (see
 :mod:`convlab.dispatch._tune`) measures the same contenders instead of estimating them.
+Every function takes the registry to choose from (forward convolution by default; the
+transposed and 8-bit ones of :mod:`convlab.dispatch.registry` alike).
 """
 from __future__ import annotations
 
@@ -12,9 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from convlab.dispatch import _tune as tune, cost_model, registry
-from convlab.dispatch.registry import Algorithm, Estimate, get_algorithm, registered
-from convlab.problem.params import ConvProblem
+from convlab.dispatch import _tune as tune, cost_model
+from convlab.dispatch.registry import FORWARD, Algorithm, Estimate, Problem, Registry
 from convlab.runtime import cpu
 
 PRECISIONS = ("default", "highest")
@@ -35,7 +36,7 @@ def parse_precision(precision) -> str:
 
 
 def precision_excludes(algorithm: Algorithm, precision: str,
-                       problem: ConvProblem) -> str | None:
+                       problem: Problem) -> str | None:
     """Why ``precision`` keeps ``algorithm`` out of auto/tune on ``problem``, or None."""
     error = algorithm.relative_error_for(problem)
     if error is None:
@@ -56,6 +57,12 @@ class Candidate:
     estimate: Estimate | None
     auto: bool
     excluded: str | None = None  # why precision keeps it out of auto/tune
+    # its constants' and selection margin's name in the cost constants (see Registry)
+    constants_key: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.constants_key or self.name
 
     @property
     def viable(self) -> bool:
@@ -71,10 +78,11 @@ class Candidate:
 EMPTY_BATCH_ESTIMATE = Estimate(0.0, {"work": "none: the batch is empty"})
 
 
-def assess(problem: ConvProblem, threads: int, precision: str = "default") -> list[Candidate]:
-    """Every registered algorithm with its verdict on the problem."""
+def assess(problem: Problem, threads: int, precision: str = "default",
+           registry: Registry = FORWARD) -> list[Candidate]:
+    """Every algorithm of ``registry`` with its verdict on the problem."""
     rows = []
-    for algorithm in registered():
+    for algorithm in registry.algorithms():
         reason = algorithm.supports(problem)
         if reason is not None:
             estimate = None
@@ -83,7 +91,8 @@ def assess(problem: ConvProblem, threads: int, precision: str = "default") -> li
         else:
             estimate = algorithm.cost(problem, threads)
         rows.append(Candidate(algorithm.name, reason, estimate, algorithm.auto_for(problem),
-                              precision_excludes(algorithm, precision, problem)))
+                              precision_excludes(algorithm, precision, problem),
+                              registry.constants_key(algorithm.name)))
     return rows
 
 
@@ -98,54 +107,60 @@ def contenders(rows: list[Candidate]) -> list[Candidate]:
     return chosen
 
 
-def choose(problem: ConvProblem, threads: int, rows: list[Candidate] | None = None,
-           precision: str = "default", prepared: bool = False) -> str:
+def choose(problem: Problem, threads: int, rows: list[Candidate] | None = None,
+           precision: str = "default", prepared: bool = False,
+           registry: Registry = FORWARD) -> str:
     """The contender with the lowest estimate, each times 1 + its selection margin
     (:func:`convlab.dispatch.cost_model.compared_seconds`). ``prepared=True`` is a plan's choice:
     its weights are packed or transformed once, so those terms of the estimates do not
     count."""
     if rows is None:
-        return _cached_choice(problem, threads, precision, registry.generation(),
-                              cost_model.generation(), prepared)
+        return _cached_choice(problem, threads, precision, registry, registry.changes,
+                             cost_model.generation(), prepared)
     return min(contenders(rows), key=lambda row: cost_model.compared_seconds(
-        row.name, row.estimate, prepared, threads)).name
+        row.key, row.estimate, prepared, threads)).name
 
 
 @functools.lru_cache(maxsize=1024)
-def _cached_choice(problem: ConvProblem, threads: int, precision: str, generation: int,
-                   constants_generation: tuple, prepared: bool = False) -> str:
+def _cached_choice(problem: Problem, threads: int, precision: str, registry: Registry,
+                  changes: int, constants_generation: tuple, prepared: bool = False) -> str:
     """Every cost hook runs once per (problem, threads, precision); later calls hit the cache.
     The generations key out choices made before the registry or the constants in force
     changed (:func:`convlab.dispatch.cost_model.reload`)."""
-    return choose(problem, threads, assess(problem, threads, precision), precision, prepared)
+    return choose(problem, threads, assess(problem, threads, precision, registry), precision,
+                  prepared, registry)
 
 
-def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "default",
-            prepared: bool = False) -> Algorithm:
+def resolve(algorithm, problem: Problem, threads: int, precision: str = "default",
+            prepared: bool = False, registry: Registry = FORWARD) -> Algorithm:
     """The algorithm a call runs: "auto" chooses; a name is checked against the problem.
 
     "tune" resolves here only once tuned; :func:`convlab.ops._convolve.convolve` times the
-    contenders first. A forced name is run whatever ``precision`` says.
+    contenders first (forward convolution only: elsewhere "tune" is "auto"). A forced name
+    is run whatever ``precision`` says.
     """
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm={algorithm!r} must be a string: 'auto', 'tune' or a "
                         f"registered name")
+    if algorithm == "tune" and registry is not FORWARD:
+        algorithm = "auto"
     if algorithm == "auto":
-        return get_algorithm(choose(problem, threads, precision=precision, prepared=prepared))
+        return registry.get(choose(problem, threads, precision=precision, prepared=prepared,
+                                   registry=registry))
     if algorithm == "tune":
         entry = tune.tuned(problem, threads, precision)
         if entry is None:
             raise LookupError("not tuned yet")
         # A winner read from a cache file may be unknown here (another version, or an
         # algorithm this process did not register) or unfit (an edited file): tune again.
-        if entry["choice"] not in registry.algorithms():
+        if entry["choice"] not in registry.names():
             raise LookupError(f"tuned choice {entry['choice']!r} is not registered")
-        chosen = get_algorithm(entry["choice"])
+        chosen = registry.get(entry["choice"])
         if (chosen.supports(problem) is not None
                 or precision_excludes(chosen, precision, problem) is not None):
             raise LookupError(f"tuned choice {entry['choice']!r} cannot run this problem")
         return chosen
-    chosen = get_algorithm(algorithm)
+    chosen = registry.get(algorithm)
     reason = chosen.supports(problem)
     if reason is not None:
         raise ValueError(f"algorithm={algorithm!r} cannot run this problem: {reason}")
@@ -156,7 +171,7 @@ def resolve(algorithm, problem: ConvProblem, threads: int, precision: str = "def
 class Explanation:
     """Why "auto" picks what it picks. ``str()`` reads as text, ``to_dict()`` feeds notebooks."""
 
-    problem: ConvProblem
+    problem: Problem
     threads: int
     precision: str
     candidates: list[Candidate]
@@ -179,7 +194,7 @@ class Explanation:
                 {"name": c.name, "viable": c.viable, "reason": c.reason, "auto": c.auto,
                  "excluded": c.excluded,
                  "estimated_seconds": None if c.estimate is None else c.estimate.seconds,
-                 "selection_margin": cost_model.selection_margin(c.name, self.threads),
+                 "selection_margin": cost_model.selection_margin(c.key, self.threads),
                  "tuned_seconds": tuned_seconds.get(c.name),
                  "inputs": None if c.estimate is None else dict(c.estimate.inputs)}
                 for c in self.candidates
@@ -198,9 +213,9 @@ class Explanation:
                 continue
             seconds = c.estimate.seconds
             shown = "unknown" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"
-            margin = cost_model.selection_margin(c.name, self.threads)
+            margin = cost_model.selection_margin(c.key, self.threads)
             if margin and not math.isinf(seconds):
-                compared = cost_model.compared_seconds(c.name, c.estimate, threads=self.threads)
+                compared = cost_model.compared_seconds(c.key, c.estimate, threads=self.threads)
                 shown += f" (compared as {compared * 1e3:.3f} ms: margin {margin:.0%})"
             if c.name in tuned_seconds:
                 shown += f", tuned {tuned_seconds[c.name] * 1e3:.3f} ms"
@@ -241,8 +256,9 @@ def _short(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def explain_problem(problem: ConvProblem, threads: int, precision: str = "default") -> Explanation:
-    rows = assess(problem, threads, precision)
+def explain_problem(problem: Problem, threads: int, precision: str = "default",
+                    registry: Registry = FORWARD) -> Explanation:
+    rows = assess(problem, threads, precision, registry)
+    tuned = tune.tuned(problem, threads, precision) if registry is FORWARD else None
     return Explanation(problem, threads, precision, rows,
-                       choose(problem, threads, rows, precision),
-                       tune.tuned(problem, threads, precision))
+                       choose(problem, threads, rows, precision, registry=registry), tuned)

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from convlab.dispatch import _tune as tune, select
-from convlab.dispatch.registry import get_algorithm
+from convlab.dispatch.registry import FORWARD, INT8, Algorithm, get_algorithm
 from convlab.ops import _quantized as quantized, postops
 from convlab.problem import params
 from convlab.problem.params import ConvProblem, IntOrSeq
@@ -135,9 +135,9 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
     if out is not None:
         check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
     if q is not None:
-        name = quantized.check_algorithm(algorithm, problem)
+        chosen = select.resolve(algorithm, problem, n_threads, precision, registry=INT8)
         shifted = quantized.shifted_weights(weights, problem, q)
-        return execute_quantized(problem, name, src, shifted, q, ops, out, n_threads)
+        return execute_quantized(problem, chosen, src, shifted, q, ops, out, n_threads)
     canonical_bias = params.canonical_bias(bias, problem)
     prepared_by_name = {}
 
@@ -224,13 +224,14 @@ def _finish(problem: ConvProblem, acc: np.ndarray, out, ops, requant) -> np.ndar
     return np.ascontiguousarray(params.user_dst(result, problem))
 
 
-def execute_quantized(problem: ConvProblem, algorithm: str, src: np.ndarray, weights, q,
+def execute_quantized(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, weights, q,
                       ops, out, n_threads: int) -> np.ndarray:
-    """An 8-bit problem: int32 accumulation by ``algorithm``, then the float stage if any."""
+    """An 8-bit problem: int32 accumulation by ``chosen`` (of the 8-bit registry), then the
+    float stage if any. ``weights`` are :func:`quantized.shifted_weights`."""
     acc = np.empty(problem.canonical_dst_shape, np.int32)
     if problem.batch > 0:
-        quantized.accumulate(algorithm, problem, quantized.shifted_src(src, problem, q),
-                             weights, q.int_bias, acc, n_threads)
+        chosen.run(problem, quantized.shifted_src(src, problem, q), weights, q.int_bias, acc,
+                   n_threads)
     if postops.needs_stage(problem, ops, q.requant):
         return _finish(problem, acc, out, ops, q.requant)
     result = params.user_dst(acc, problem)
@@ -258,9 +259,8 @@ def select_algorithm(src, weights, bias=None, *, threads: int | None = None,
     """
     problem, n_threads = _problem_and_threads(src, weights, bias, threads, attributes)
     precision = select.parse_precision(precision)
-    if problem.is_quantized:
-        return quantized.choose(problem)
-    return select.choose(problem, n_threads, precision=precision)
+    return select.choose(problem, n_threads, precision=precision,
+                         registry=INT8 if problem.is_quantized else FORWARD)
 
 
 def explain(src, weights, bias=None, *, threads: int | None = None,
@@ -271,11 +271,5 @@ def explain(src, weights, bias=None, *, threads: int | None = None,
     """
     problem, n_threads = _problem_and_threads(src, weights, bias, threads, attributes)
     precision = select.parse_precision(precision)
-    if problem.is_quantized:
-        note = {"rule": f"im2col from IC/G * prod(K) >= {quantized.GEMM_MIN_REDUCTION}"}
-        rows = [select.Candidate(name, quantized.supports(name, problem),
-                                 select.Estimate(float("inf"), note), name != "reference")
-                for name in quantized.ALGORITHMS]
-        return select.Explanation(problem, n_threads, precision, rows,
-                                  quantized.choose(problem))
-    return select.explain_problem(problem, n_threads, precision)
+    return select.explain_problem(problem, n_threads, precision,
+                                  registry=INT8 if problem.is_quantized else FORWARD)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from convlab.dispatch import measure, select
-from convlab.dispatch.registry import get_algorithm
+from convlab.dispatch.registry import INT8, Algorithm, get_algorithm
 from convlab.ops import _quantized as quantized, postops
 from convlab.ops._convolve import check_out, execute, execute_quantized, explain, resolve_for_call
 from convlab.problem import params
@@ -93,7 +93,7 @@ class Convolution:
             get_algorithm(algorithm)
         self._check_attributes()
         self._lock = threading.RLock()
-        self._choices: dict[tuple[Any, ...], tuple[ConvProblem, Any]] = {}
+        self._choices: dict[tuple[Any, ...], tuple[ConvProblem, Algorithm]] = {}
         # same key as _choices -> how "measure" chose (estimates, timings), for explain
         self._measurements: dict[tuple[Any, ...], measure.Measurement] = {}
         self._prepared: dict[tuple[str, str], Any] = {}
@@ -176,7 +176,8 @@ class Convolution:
                         None if bias is None else bias.shape,
                         None if bias is None else bias.dtype, **self._attributes)
                     if problem.is_quantized:
-                        chosen = quantized.check_algorithm(self._algorithm, problem)
+                        chosen = select.resolve(self._algorithm, problem, n_threads,
+                                                self._precision, registry=INT8)
                     elif (self._algorithm == "auto" and self._choose == "measure"
                           and problem.batch > 0):
                         chosen = self._measured_choice(key, problem, src, n_threads)
@@ -209,8 +210,7 @@ class Convolution:
                           bias, scratch, n_threads)
 
         measurement = measure.measure(problem, n_threads, self._precision, prepare, run)
-        in_use = {(chosen.name, p.dtype.str) for p, chosen in self._choices.values()
-                  if not isinstance(chosen, str)}
+        in_use = {(chosen.name, p.dtype.str) for p, chosen in self._choices.values()}
         in_use.add((measurement.choice, problem.dtype.str))
         for prepared_key in set(self._prepared) - prepared_before - in_use:
             del self._prepared[prepared_key]
@@ -274,8 +274,7 @@ class Convolution:
     def algorithm_for(self, src) -> str:
         """The algorithm this plan runs for inputs shaped like ``src`` (array or shape+dtype)."""
         src = src if hasattr(src, "shape") and hasattr(src, "dtype") else np.asarray(src)
-        chosen = self._choice(src, effective_threads(self._threads))[1]
-        return chosen if isinstance(chosen, str) else chosen.name
+        return self._choice(src, effective_threads(self._threads))[1].name
 
     def explain(self, src) -> PlanExplanation:
         """Why this plan runs what it runs for inputs shaped like ``src`` (an array, or
@@ -286,22 +285,21 @@ class Convolution:
         src = src if hasattr(src, "shape") and hasattr(src, "dtype") else np.asarray(src)
         n_threads = effective_threads(self._threads)
         problem, chosen = self._choice(src, n_threads)
-        name = chosen if isinstance(chosen, str) else chosen.name
         measurement = self._measurements.get((src.shape, src.dtype.str, n_threads))
         account = explain(src, self._weights, self._bias, threads=n_threads,
                           precision=self._precision, **self._attributes)
-        if problem.is_quantized:
-            how = "8-bit problem: the quantized rule"
+        if self._algorithm not in ("auto", "tune"):
+            how = f"forced by algorithm={self._algorithm!r}"
+        elif problem.is_quantized:
+            how = "8-bit problem: lowest estimate among the 8-bit algorithms"
         elif self._algorithm == "tune":
             how = "algorithm='tune': fastest when timed (see 'tuned choice' above)"
-        elif self._algorithm != "auto":
-            how = f"forced by algorithm={self._algorithm!r}"
         elif measurement is not None:
             how = measurement.describe()
         else:
             how = ("choose='estimate': lowest estimate with the weights' preparation left "
                    "out (the plan prepares them once)")
-        return PlanExplanation(account, name, how, measurement)
+        return PlanExplanation(account, chosen.name, how, measurement)
 
     def __repr__(self) -> str:
         return (f"Convolution(weights{tuple(self._weights.shape)}, bias="

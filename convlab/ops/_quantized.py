@@ -10,22 +10,13 @@ pads hold the zero point. The float stage is float32 and runs only when somethin
 for it (a scale, a dst zero point, a floating bias, post-ops or a dst_dtype other than
 int32); otherwise the int32 accumulator is the result.
 
-Three paths, chosen with ``algorithm=``:
-
-* ``"direct"``: :mod:`convlab.strategies.kernels._int8`, int16 operands, wrapping 32-bit
-  accumulation;
-* ``"im2col"``: the float64 im2col strategy (BLAS dgemm) on the zero-point-shifted
-  integers. Every product and partial sum is an integer below 2**53, so float64 holds
-  them exactly in any order; the sum is then reduced modulo 2**32, which is what int32
-  accumulation gives. Problems with IC/G * prod(K) * 255**2 >= 2**53 are refused;
-* ``"reference"``: the int64 oracle of :mod:`convlab.reference`.
-
-``"auto"`` (and ``"tune"``) takes im2col when IC/G * prod(K) reaches
-``GEMM_MIN_REDUCTION`` and direct otherwise.
+This module validates the quantization arguments and shifts src and weights by their zero
+points; the algorithms that accumulate (``direct``, ``im2col``, ``reference``) are those of
+the 8-bit registry (:mod:`convlab.strategies.int8`), chosen as the forward ones are
+(``"tune"`` is ``"auto"`` there).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,15 +24,6 @@ import numpy as np
 from convlab.ops import postops
 from convlab.problem import params
 from convlab.problem.params import ConvProblem
-
-ALGORITHMS = ("direct", "im2col", "reference")
-# The direct kernel's inner loop runs over OCg for each (tap, ic); below this reduction
-# length the GEMM path's unfold and float64 conversions cost more than they save.
-# Provisional: from a handful of timings (ResNet-50 res2a 3x3: im2col 3x faster;
-# 1x1 with IC 16: direct faster); to be fitted by bench runs.
-GEMM_MIN_REDUCTION = 64
-# Largest |(src - zp) * (weights - zp)|: both factors lie in -255..255.
-_MAX_PRODUCT = 255 * 255
 
 
 @dataclass(frozen=True)
@@ -126,42 +108,6 @@ def parse(problem: ConvProblem, src_dtype, weights_dtype, bias, *, src_zero_poin
     return Quantization(zs, zw, requant, int_bias)
 
 
-def check_algorithm(algorithm, problem: ConvProblem) -> str:
-    if not isinstance(algorithm, str):
-        raise TypeError(f"algorithm={algorithm!r} must be a string: 'auto' or one of "
-                        f"{list(ALGORITHMS)}")
-    if algorithm in ("auto", "tune"):
-        return choose(problem)
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm={algorithm!r} cannot run 8-bit integer problems; "
-                         f"expected 'auto' or one of {list(ALGORITHMS)}")
-    reason = supports(algorithm, problem)
-    if reason is not None:
-        raise ValueError(f"algorithm={algorithm!r} cannot run this problem: {reason}")
-    return algorithm
-
-
-def supports(algorithm: str, problem: ConvProblem) -> str | None:
-    if algorithm == "direct" and problem.rank > 3:
-        return f"rank {problem.rank}: the int8 direct kernel handles 1 to 3 spatial axes"
-    if algorithm == "im2col":
-        reduction = problem.in_channels_per_group * problem.kernel_size
-        if reduction * _MAX_PRODUCT >= 2**53:
-            return (f"IC/G * prod(K) = {reduction}: float64 sums would no longer be exact "
-                    f"integers")
-    return None
-
-
-def choose(problem: ConvProblem) -> str:
-    reduction = problem.in_channels_per_group * problem.kernel_size
-    if supports("direct", problem) is None and (
-            reduction < GEMM_MIN_REDUCTION or supports("im2col", problem) is not None):
-        return "direct"
-    if supports("im2col", problem) is None:
-        return "im2col"
-    return "reference"
-
-
 def shifted_src(src: np.ndarray, problem: ConvProblem, q: Quantization) -> np.ndarray:
     """Canonical src minus its zero point, int16, materialised (dilation, padding mode)."""
     if problem.data_format == "NCX":
@@ -179,42 +125,3 @@ def shifted_weights(weights: np.ndarray, problem: ConvProblem, q: Quantization) 
         zw = zw.reshape(problem.groups, *(1,) * (problem.rank + 1),
                         problem.out_channels_per_group)
     return (canonical - zw).astype(np.int16)
-
-
-def accumulate(algorithm: str, problem: ConvProblem, src: np.ndarray, weights: np.ndarray,
-               int_bias, acc: np.ndarray, threads: int) -> None:
-    """acc (N, O..., OC) int32 <- the wrapped int32 sum of shifted src * shifted weights."""
-    r = problem.rank
-    if algorithm == "direct":
-        from convlab.strategies.direct import lift, lift_spatial
-        from convlab.strategies.kernels import _int8
-
-        _int8.conv_int8_direct(
-            src.reshape(lift(src.shape, r)),
-            weights.reshape(weights.shape[:1] + (1,) * (3 - r) + weights.shape[1:]),
-            int_bias, acc.reshape(lift(acc.shape, r)), lift_spatial(problem.strides, r, 1),
-            lift_spatial(problem.dilations, r, 1), lift_spatial(problem.pads_begin, r, 0),
-            threads)
-        return
-    if algorithm == "im2col":
-        from convlab.dispatch.registry import get_algorithm
-
-        exact = dataclasses.replace(problem, dtype=np.dtype(np.float64), result_dtype=None,
-                                    has_bias=False)
-        dst = np.empty(acc.shape, np.float64)
-        get_algorithm("im2col").run(exact, src.astype(np.float64), weights.astype(np.float64),
-                                    None, dst, threads)
-        total = dst.astype(np.int64)  # exact integers, see the module docstring
-    else:
-        from convlab import reference
-
-        total = reference.correlate_nxc_int64(problem, src, weights)
-    if int_bias is not None:
-        total += int_bias
-    acc[...] = wrap_int32(total)
-
-
-def wrap_int32(values: np.ndarray) -> np.ndarray:
-    """int64 -> int32 modulo 2**32: what int32 accumulation yields in any order."""
-    return ((values + 2**31) % 2**32 - 2**31).astype(np.int32)
-

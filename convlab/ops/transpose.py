@@ -21,6 +21,13 @@ its channels-last mirror. Two ways to compute it:
   the weights ``(IC/G, prod(K)*OC/G)``, gives every tap's contribution; each kernel tap is
   then one strided add into dst. It does only the real multiply-adds, so it is what
   ``"auto"`` runs when a stride is above 1.
+
+Both are the algorithms of the transposed registry
+(:data:`convlab.dispatch.registry.TRANSPOSED`), chosen by :mod:`convlab.dispatch.select`
+as the forward ones are: ``col2im`` is an "auto" contender where a stride exceeds 1,
+``forward`` where none does (the stretched input would make the forward algorithm
+multiply S^r - 1 zeros per real product), so that rule needs no constant; :func:`explain`
+shows the estimates (forward's is that of the forward algorithm it would run).
 """
 from __future__ import annotations
 
@@ -29,12 +36,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from convlab.dispatch import select
+from convlab.dispatch.registry import (
+    TRANSPOSED,
+    Algorithm,
+    Estimate,
+    get_algorithm,
+    register_algorithm,
+)
+from convlab.ops._convolve import convolve
 from convlab.problem import params
 from convlab.problem.params import IntOrSeq
 from convlab.runtime.threads import blas_limit, effective_threads
 
 TRANSPOSE_WEIGHTS_FORMATS = ("IOX", "XOI")
 COL2IM = "col2im"
+# The transposed registry's name for "run a forward algorithm on the stretched input".
+FORWARD = "forward"
 # col2im's tap contributions for one batch chunk stay below this many bytes (one image
 # at a time when a single image needs more).
 COL2IM_WORKSPACE_BYTES = 64 * 2**20
@@ -79,6 +97,22 @@ class TransposeProblem:
         """dst shape in the user's data_format."""
         return params.user_data_shape(self.batch, self.out_channels, self.output_shape,
                                   self.data_format)
+
+    @property
+    def flops(self) -> int:
+        """2 * N * IC * prod(I) * OC/G * prod(K): each src element scatters its kernel."""
+        return (2 * self.batch * self.in_channels * int(np.prod(self.input_shape))
+                * self.out_channels_per_group * int(np.prod(self.kernel_shape)))
+
+    def describe(self) -> str:
+        """One line in benchdnn's descriptor words, as :meth:`ConvProblem.describe`."""
+        sp = "x".join
+        return (f"transposed mb{self.batch} g{self.groups} ic{self.in_channels} "
+                f"oc{self.out_channels} i{sp(map(str, self.input_shape))} "
+                f"k{sp(map(str, self.kernel_shape))} o{sp(map(str, self.output_shape))} "
+                f"s{sp(map(str, self.strides))} d{sp(map(str, self.dilations))} "
+                f"pb{sp(map(str, self.pads_begin))} pe{sp(map(str, self.pads_end))} "
+                f"op{sp(map(str, self.output_padding))} {self.dtype.name}")
 
     @property
     def stretched_shape(self) -> tuple[int, ...]:
@@ -252,12 +286,6 @@ def _canonical_src(src: np.ndarray, problem: TransposeProblem) -> np.ndarray:
     return np.ascontiguousarray(src, dtype=problem.dtype)
 
 
-def _user_dst(dst: np.ndarray, problem: TransposeProblem) -> np.ndarray:
-    if problem.data_format == "NCX":
-        dst = np.moveaxis(dst, -1, 1)
-    return np.ascontiguousarray(dst)
-
-
 # --------------------------------------------------------------------------- computing
 
 def _forward_data_format(problem: TransposeProblem) -> str:
@@ -267,10 +295,10 @@ def _forward_data_format(problem: TransposeProblem) -> str:
 
 
 def run_forward(problem: TransposeProblem, src: np.ndarray, grouped: np.ndarray, bias,
-                algorithm: str, threads, precision: str) -> np.ndarray:
-    """The transposed convolution as a forward one through :func:`convlab.convolve`."""
-    from convlab.ops._convolve import convolve
-
+                dst: np.ndarray, threads, algorithm: str = "auto",
+                precision: str = "default") -> None:
+    """The transposed convolution as a forward one through :func:`convlab.convolve`, into
+    ``dst`` (the caller's layout)."""
     data_format = _forward_data_format(problem)
     if max(problem.strides) == 1:
         stretched = src  # nothing to stretch: src goes in as the user laid it out
@@ -281,13 +309,42 @@ def run_forward(problem: TransposeProblem, src: np.ndarray, grouped: np.ndarray,
         every_stride = tuple(slice(None, None, s) for s in problem.strides)
         stretched[(slice(None),) + every_stride] = canonical
     pads_begin, pads_end = problem.forward_pads
-    dst = convolve(stretched, forward_weights(grouped, problem), bias, strides=1,
-                   pads_begin=pads_begin, pads_end=pads_end, dilations=problem.dilations,
-                   groups=problem.groups, data_format=data_format, weights_format="XIO",
-                   algorithm=algorithm, threads=threads, precision=precision)
-    if data_format != problem.data_format:
-        dst = _user_dst(dst, problem)
-    return dst
+    same_layout = data_format == problem.data_format
+    result = convolve(stretched, forward_weights(grouped, problem), bias, strides=1,
+                      pads_begin=pads_begin, pads_end=pads_end, dilations=problem.dilations,
+                      groups=problem.groups, data_format=data_format, weights_format="XIO",
+                      algorithm=algorithm, threads=threads, precision=precision,
+                      out=dst if same_layout else None)
+    if not same_layout:
+        dst[...] = np.moveaxis(result, -1, 1)  # NXC stretched -> the caller's NCX
+
+
+def forward_problem(problem: TransposeProblem) -> params.ConvProblem:
+    """The forward convolution :func:`run_forward` runs (over the stretched src)."""
+    data_format = _forward_data_format(problem)
+    pads_begin, pads_end = problem.forward_pads
+    return params.make_problem(
+        params.user_data_shape(problem.batch, problem.in_channels, problem.stretched_shape,
+                               data_format), problem.dtype,
+        (*problem.kernel_shape, problem.in_channels_per_group, problem.out_channels),
+        problem.dtype, (problem.out_channels,) if problem.has_bias else None,
+        problem.dtype if problem.has_bias else None, strides=1, pads_begin=pads_begin,
+        pads_end=pads_end, dilations=problem.dilations, groups=problem.groups,
+        data_format=data_format, weights_format="XIO")
+
+
+def forward_cost(problem: TransposeProblem, threads: int) -> Estimate:
+    """The estimate of the forward algorithm "auto" would run on the stretched input."""
+    forward = forward_problem(problem)
+    name = select.choose(forward, threads)
+    estimate = get_algorithm(name).cost(forward, threads)
+    return Estimate(estimate.seconds, {"forward": name, **estimate.inputs})
+
+
+register_algorithm(Algorithm(
+    FORWARD, run_forward, cost=forward_cost, auto=lambda problem: max(problem.strides) == 1,
+    description="a forward algorithm on the input stretched by the strides"),
+    registry=TRANSPOSED)
 
 
 def _tap_slices(problem: TransposeProblem, tap: Sequence[int]):
@@ -307,13 +364,15 @@ def _tap_slices(problem: TransposeProblem, tap: Sequence[int]):
 
 
 def run_col2im(problem: TransposeProblem, src: np.ndarray, grouped: np.ndarray,
-               bias) -> np.ndarray:
-    """GEMM of src by the weights, then one strided scatter-add per kernel tap."""
+               bias, dst: np.ndarray | None = None) -> np.ndarray:
+    """GEMM of src by the weights, then one strided scatter-add per kernel tap, into
+    ``dst`` (N, O..., OC) or a new array."""
     g = problem.groups
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     canonical = _canonical_src(src, problem)
-    dst = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
-                   dtype=problem.dtype)
+    if dst is None:
+        dst = np.empty((problem.batch, *problem.output_shape, problem.out_channels),
+                       dtype=problem.dtype)
     if bias is not None:
         dst[...] = np.asarray(bias, dtype=problem.dtype)
     else:
@@ -338,6 +397,36 @@ def run_col2im(problem: TransposeProblem, src: np.ndarray, grouped: np.ndarray,
         for t, (xs, ys) in taps:
             target[(slice(None),) + ys] += cols[(slice(None),) + xs + (t,)]
     return dst
+
+
+def run_col2im_algorithm(problem: TransposeProblem, src: np.ndarray, grouped: np.ndarray,
+                         bias, dst: np.ndarray, threads, **forward_options) -> None:
+    """:func:`run_col2im` into ``dst`` (the caller's layout), its GEMMs on ``threads``
+    BLAS threads when given."""
+    def compute():
+        if problem.data_format == "NXC":
+            run_col2im(problem, src, grouped, bias, dst)
+        else:
+            dst[...] = np.moveaxis(run_col2im(problem, src, grouped, bias), -1, 1)
+
+    if threads is None:
+        compute()
+    else:
+        with blas_limit(effective_threads(threads)):
+            compute()
+
+
+def col2im_cost(problem: TransposeProblem, threads: int) -> Estimate:
+    # col2im has no fitted constants: it is the only contender where it is one.
+    return Estimate(float("inf"), {"note": "no cost model; the contender where a stride "
+                                           "exceeds 1"})
+
+
+register_algorithm(Algorithm(
+    COL2IM, run_col2im_algorithm, cost=col2im_cost,
+    auto=lambda problem: max(problem.strides) > 1,
+    description="a GEMM per group, then a strided scatter-add per kernel tap"),
+    registry=TRANSPOSED)
 
 
 def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
@@ -388,9 +477,6 @@ def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
     numpy.ndarray
         dst in ``data_format``, in the compute dtype.
     """
-    from convlab.dispatch.registry import get_algorithm
-    from convlab.dispatch.select import parse_precision
-
     src = params.as_array("src", src)
     weights = params.as_array("weights", weights)
     bias = None if bias is None else params.as_array("bias", bias)
@@ -402,7 +488,7 @@ def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
         auto_pad=auto_pad, groups=groups, output_padding=output_padding,
         output_shape=output_shape, data_format=data_format, weights_format=weights_format)
     effective_threads(threads)  # validates threads= for the col2im path too
-    precision = parse_precision(precision)
+    precision = select.parse_precision(precision)
     if algorithm not in ("auto", "tune", COL2IM):
         get_algorithm(algorithm)
     grouped = grouped_weights(weights, problem)
@@ -412,45 +498,49 @@ def conv_transpose(src, weights, bias=None, *, strides: IntOrSeq = None,
     return execute(problem, src, grouped, canonical_bias, algorithm, threads, precision)
 
 
+def resolve(problem: TransposeProblem, algorithm: str, threads=None,
+            precision: str = "default") -> tuple[Algorithm, dict]:
+    """The transposed algorithm a call runs, and the keywords its ``run`` takes: "auto"
+    chooses in the transposed registry; "col2im" is col2im; "tune" or a forward name runs
+    that on the stretched input."""
+    if algorithm == "auto":
+        chosen = select.resolve("auto", problem, effective_threads(threads), precision,
+                                registry=TRANSPOSED)
+        return chosen, ({} if chosen.name == COL2IM else {"algorithm": "auto"})
+    if algorithm == COL2IM:
+        return TRANSPOSED.get(COL2IM), {}
+    return TRANSPOSED.get(FORWARD), {"algorithm": algorithm}
+
+
 def choose(problem: TransposeProblem, algorithm: str) -> str:
-    """What "auto" means here: col2im when a stride exceeds 1 (the stretched input would
-    make the forward algorithm multiply S^r - 1 zeros per real product), else the forward
-    convolution on src as it is, with convolve's own "auto"."""
-    if algorithm != "auto":
-        return algorithm
-    return COL2IM if max(problem.strides) > 1 else "auto"
+    """What ``algorithm`` means here: "col2im", or the forward algorithm ("auto": the
+    forward convolution's own choice) run on src stretched by the strides."""
+    chosen, options = resolve(problem, algorithm)
+    return chosen.name if chosen.name == COL2IM else options["algorithm"]
+
+
+def explain(problem: TransposeProblem, threads=None,
+            precision: str = "default") -> select.Explanation:
+    """Why "auto" runs what it runs for ``problem``: the transposed registry's account."""
+    return select.explain_problem(problem, effective_threads(threads),
+                                  select.parse_precision(precision), registry=TRANSPOSED)
 
 
 def algorithm_run(problem: TransposeProblem, algorithm: str = "auto", threads=None,
                   precision: str = "default") -> str:
     """The name of what :func:`conv_transpose` runs for ``problem``: "col2im", or the forward
     algorithm applied to the stretched input (what "auto" picks there, resolved)."""
-    from convlab.dispatch import select
-
     chosen = choose(problem, algorithm)
     if chosen != "auto":
         return chosen
-    data_format = _forward_data_format(problem)
-    pads_begin, pads_end = problem.forward_pads
-    forward = params.make_problem(
-        params.user_data_shape(problem.batch, problem.in_channels, problem.stretched_shape,
-                           data_format), problem.dtype,
-        (*problem.kernel_shape, problem.in_channels_per_group, problem.out_channels),
-        problem.dtype, (problem.out_channels,) if problem.has_bias else None,
-        problem.dtype if problem.has_bias else None, strides=1, pads_begin=pads_begin,
-        pads_end=pads_end, dilations=problem.dilations, groups=problem.groups,
-        data_format=data_format, weights_format="XIO")
-    return select.choose(forward, effective_threads(threads),
+    return select.choose(forward_problem(problem), effective_threads(threads),
                          precision=select.parse_precision(precision))
 
 
 def execute(problem: TransposeProblem, src, grouped, bias, algorithm, threads,
             precision="default") -> np.ndarray:
     """Run a validated problem: ``grouped`` from :func:`grouped_weights`, ``bias`` canonical."""
-    chosen = choose(problem, algorithm)
-    if chosen == COL2IM:
-        if threads is None:
-            return _user_dst(run_col2im(problem, src, grouped, bias), problem)
-        with blas_limit(effective_threads(threads)):
-            return _user_dst(run_col2im(problem, src, grouped, bias), problem)
-    return run_forward(problem, src, grouped, bias, chosen, threads, precision)
+    chosen, options = resolve(problem, algorithm, threads, precision)
+    dst = np.empty(problem.dst_shape, dtype=problem.dtype)
+    chosen.run(problem, src, grouped, bias, dst, threads, precision=precision, **options)
+    return dst

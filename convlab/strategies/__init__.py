@@ -7,3 +7,5 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 from convlab.strategies import reference, direct, im2col, winograd, fft  # noqa: F401  # isort: skip
+# the 8-bit registry's algorithms
+from convlab.strategies import int8  # noqa: F401  # isort: skip
