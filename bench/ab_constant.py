@@ -21,7 +21,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
-from convlab.cli.benchmark import geo_mean  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
 from convlab.problem import shapes  # noqa: E402
 from convlab.runtime.timing import time_block  # noqa: E402
 

@@ -27,7 +27,8 @@ from threadpoolctl import ThreadpoolController
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from convlab.cli.benchmark import cpu_model, select_layers  # noqa: E402
+from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
 from convlab.problem import shapes  # noqa: E402
 from convlab.runtime import blas  # noqa: E402
 from convlab.runtime.timing import time_block  # noqa: E402

@@ -49,7 +49,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab.cli.benchmark import cpu_model, geo_mean, progress  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
+from convlab.cli.benchmark import progress  # noqa: E402
 from convlab.dispatch import cost_model, select  # noqa: E402
 from convlab.dispatch.calibration import store  # noqa: E402
 from convlab.problem import shapes  # noqa: E402

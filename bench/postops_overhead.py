@@ -26,6 +26,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
 from convlab.cli import benchmark  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
 from convlab.dispatch import registry  # noqa: E402
 from convlab.ops import postops  # noqa: E402
 from convlab.problem import shapes  # noqa: E402
@@ -90,7 +92,7 @@ def main(argv=None) -> int:
         wanted = set(args.layers.split(","))
         layers = [layer for layer in layers if layer.short_name in wanted]
     print(f"command: python bench/postops_overhead.py {' '.join(argv or sys.argv[1:])}")
-    print(f"machine: {benchmark.cpu_model()}, {os.cpu_count()} logical CPUs; "
+    print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs; "
           f"threads {args.threads}; chain {chain}; float32, batch 1, NXC, plans with out=")
     print(f"median of {args.rounds} rounds x (at least {args.repeats} calls, "
           f"{args.min_block_time:g} s) per contender\n")
@@ -138,7 +140,7 @@ def main(argv=None) -> int:
     print("\ngeo-mean overhead of the chain over the bare convolution:")
     for name, values in overheads.items():
         if values:
-            print(f"  {name:<7} {(benchmark.geo_mean(values) - 1) * 100:+.1f}%  "
+            print(f"  {name:<7} {(geo_mean(values) - 1) * 100:+.1f}%  "
                   f"(worst {(max(values) - 1) * 100:+.1f}%)")
     return 0
 

@@ -134,7 +134,7 @@ def summary(blocks):
 
 
 def geo_mean(values):
-    from convlab.cli.benchmark import geo_mean as gm
+    from convlab.cli._bench_results import geo_mean as gm
 
     return gm(values)
 

@@ -1,45 +1,5 @@
 """Arguments to one frozen ``ConvProblem``, and the canonical layouts.
 
 The documented import path of :mod:`convlab.problem.params`, which it re-exports."""
-from convlab.problem.params import (
-    AUTO_PADS,
-    DATA_FORMATS,
-    HALF_TYPES,
-    MAX_ELEMENTS,
-    PADDING_MODES,
-    QUANTIZED_DST_TYPES,
-    WEIGHTS_FORMATS,
-    ConvProblem,
-    IntOrSeq,
-    aligned,
-    as_array,
-    canonical_bias,
-    canonical_src,
-    canonical_view,
-    canonical_weights,
-    compute_dtype,
-    is_8bit_integer,
-    is_half,
-    make_problem,
-    materialize,
-    output_extent,
-    parse_auto_pad,
-    parse_data_format,
-    parse_dst_dtype,
-    parse_padding_mode,
-    parse_weights_format,
-    problem_dtypes,
-    reject_8bit,
-    resolve_auto_pad,
-    split_shapes,
-    user_dst,
-)
-
-__all__ = [
-    "aligned", "as_array", "AUTO_PADS", "canonical_bias", "canonical_src", "canonical_view",
-    "canonical_weights", "compute_dtype", "ConvProblem", "DATA_FORMATS", "HALF_TYPES",
-    "is_8bit_integer", "is_half", "make_problem", "materialize", "MAX_ELEMENTS",
-    "output_extent", "PADDING_MODES", "parse_auto_pad", "parse_data_format", "parse_dst_dtype",
-    "parse_padding_mode", "parse_weights_format", "problem_dtypes", "QUANTIZED_DST_TYPES",
-    "reject_8bit", "resolve_auto_pad", "split_shapes", "user_dst", "WEIGHTS_FORMATS", "IntOrSeq",
-]
+from convlab.problem.params import *  # noqa: F403  (all of it, as listed in its __all__)
+from convlab.problem.params import __all__  # noqa: F401

@@ -64,6 +64,11 @@ class Candidate:
     def key(self) -> str:
         return self.constants_key or self.name
 
+    def compared(self, prepared: bool, threads: int) -> float:
+        """What "auto" ranks it by (:func:`convlab.dispatch.cost_model.compared_seconds`)."""
+        assert self.estimate is not None, "only a viable candidate is compared"
+        return cost_model.compared_seconds(self.key, self.estimate, prepared, threads)
+
     @property
     def viable(self) -> bool:
         return self.reason is None
@@ -117,8 +122,7 @@ def choose(problem: Problem, threads: int, rows: list[Candidate] | None = None,
     if rows is None:
         return _cached_choice(problem, threads, precision, registry, registry.changes,
                              cost_model.generation(), prepared)
-    return min(contenders(rows), key=lambda row: cost_model.compared_seconds(
-        row.key, row.estimate, prepared, threads)).name
+    return min(contenders(rows), key=lambda row: row.compared(prepared, threads)).name
 
 
 @functools.lru_cache(maxsize=1024)
@@ -211,15 +215,17 @@ class Explanation:
             if not c.viable:
                 lines.append(f"  {c.name:<12} cannot run: {c.reason}")
                 continue
-            seconds = c.estimate.seconds
+            estimate = c.estimate
+            assert estimate is not None  # every viable candidate has one
+            seconds = estimate.seconds
             shown = "unknown" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"
             margin = cost_model.selection_margin(c.key, self.threads)
             if margin and not math.isinf(seconds):
-                compared = cost_model.compared_seconds(c.key, c.estimate, threads=self.threads)
+                compared = c.compared(False, self.threads)
                 shown += f" (compared as {compared * 1e3:.3f} ms: margin {margin:.0%})"
             if c.name in tuned_seconds:
                 shown += f", tuned {tuned_seconds[c.name] * 1e3:.3f} ms"
-            details = {k: v for k, v in c.estimate.inputs.items()
+            details = {k: v for k, v in estimate.inputs.items()
                        if k not in ("terms", "seconds_per_unit")}
             inputs = ", ".join(f"{k}={_short(v)}" for k, v in details.items())
             note = ""
@@ -228,7 +234,7 @@ class Explanation:
             elif c.excluded:
                 note = f" (excluded: {c.excluded})"
             lines.append(f"  {c.name:<12} estimated {shown}{note}  [{inputs}]")
-            breakdown = _breakdown(c.estimate.inputs)
+            breakdown = _breakdown(estimate.inputs)
             if breakdown:
                 lines.append(f"  {'':<12} = {breakdown}")
         if any(c.estimate is not None and "terms" in c.estimate.inputs for c in self.candidates):

@@ -31,6 +31,7 @@ shows the estimates (forward's is that of the forward algorithm it would run).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,38 +60,15 @@ COL2IM_WORKSPACE_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
-class TransposeProblem:
+class TransposeProblem(params.GroupedGeometry):
     """A fully resolved transposed convolution. Pads are explicit (output_shape and auto_pad
     already turned into them); ``in_channels`` are src's channels, ``out_channels`` dst's."""
 
-    batch: int
-    in_channels: int
-    out_channels: int
-    groups: int
-    input_shape: tuple[int, ...]
-    kernel_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads_begin: tuple[int, ...]
-    pads_end: tuple[int, ...]
     output_padding: tuple[int, ...]
     dtype: np.dtype
     has_bias: bool
     data_format: str = "NXC"
     weights_format: str = "XOI"
-
-    @property
-    def rank(self) -> int:
-        return len(self.input_shape)
-
-    @property
-    def in_channels_per_group(self) -> int:
-        return self.in_channels // self.groups
-
-    @property
-    def out_channels_per_group(self) -> int:
-        return self.out_channels // self.groups
 
     @property
     def dst_shape(self) -> tuple[int, ...]:
@@ -101,18 +79,13 @@ class TransposeProblem:
     @property
     def flops(self) -> int:
         """2 * N * IC * prod(I) * OC/G * prod(K): each src element scatters its kernel."""
-        return (2 * self.batch * self.in_channels * int(np.prod(self.input_shape))
-                * self.out_channels_per_group * int(np.prod(self.kernel_shape)))
+        return (2 * self.batch * self.in_channels * math.prod(self.input_shape)
+                * self.out_channels_per_group * self.kernel_size)
 
     def describe(self) -> str:
         """One line in benchdnn's descriptor words, as :meth:`ConvProblem.describe`."""
-        sp = "x".join
-        return (f"transposed mb{self.batch} g{self.groups} ic{self.in_channels} "
-                f"oc{self.out_channels} i{sp(map(str, self.input_shape))} "
-                f"k{sp(map(str, self.kernel_shape))} o{sp(map(str, self.output_shape))} "
-                f"s{sp(map(str, self.strides))} d{sp(map(str, self.dilations))} "
-                f"pb{sp(map(str, self.pads_begin))} pe{sp(map(str, self.pads_end))} "
-                f"op{sp(map(str, self.output_padding))} {self.dtype.name}")
+        return (f"transposed {self.geometry_words()} "
+                f"op{'x'.join(map(str, self.output_padding))} {self.dtype.name}")
 
     @property
     def stretched_shape(self) -> tuple[int, ...]:
@@ -167,6 +140,37 @@ def make_transpose_problem(src_shape, src_dtype, weights_shape, weights_dtype, b
 
     (batch, in_channels, input_shape), (w_in, ocg, kernel_shape), rank = params.split_shapes(
         src_shape, weights_shape, data_format, weights_format == "IOX")
+    out_channels = _transpose_channels(in_channels, w_in, ocg, groups, weights_shape,
+                                       weights_format, bias_shape)
+    strides = params.spatial_tuple("strides", strides, rank, 1, 1)
+    dilations = params.spatial_tuple("dilations", dilations, rank, 1, 1)
+    output_padding = params.spatial_tuple("output_padding", output_padding, rank, 0, 0)
+    for axis, (op, s, d) in enumerate(zip(output_padding, strides, dilations)):
+        if op >= max(s, d):
+            raise ValueError(f"output_padding={output_padding!r}: entry {op} on spatial axis "
+                             f"{axis} must be < max(stride, dilation) = {max(s, d)}")
+    full = [transpose_extent(i, k, s, d, 0, 0, op) for i, k, s, d, op in
+            zip(input_shape, kernel_shape, strides, dilations, output_padding)]
+
+    pads_begin, pads_end = _transpose_pads(output_shape, auto_pad, pads_begin, pads_end, full,
+                                           input_shape, strides, rank)
+    out_shape = _transpose_output_shape(full, pads_begin, pads_end)
+
+    dtype = params.compute_dtype(("src", np.dtype(src_dtype)),
+                                 ("weights", np.dtype(weights_dtype)),
+                                 ("bias", None if bias_dtype is None else np.dtype(bias_dtype)))
+    return TransposeProblem(
+        batch=batch, in_channels=in_channels, out_channels=out_channels, groups=groups,
+        input_shape=tuple(input_shape), kernel_shape=tuple(kernel_shape),
+        output_shape=tuple(out_shape), strides=strides, dilations=dilations,
+        pads_begin=tuple(pads_begin), pads_end=tuple(pads_end),
+        output_padding=output_padding, dtype=np.dtype(dtype), has_bias=bias_shape is not None,
+        data_format=data_format, weights_format=weights_format)
+
+
+def _transpose_channels(in_channels, w_in, ocg, groups, weights_shape, weights_format,
+                        bias_shape) -> int:
+    """Check the channel counts and the bias; returns OC (dst channels)."""
     weights_shape = tuple(int(d) for d in weights_shape)
     if ocg < 1:
         raise ValueError(f"weights has OC/G={ocg} output channels per group; expected >= 1")
@@ -183,17 +187,12 @@ def make_transpose_problem(src_shape, src_dtype, weights_shape, weights_dtype, b
         if bias_shape != (out_channels,):
             raise ValueError(f"bias has shape {bias_shape}; expected ({out_channels},) "
                              f"(OC = OC/G * groups = {ocg} * {groups})")
+    return out_channels
 
-    strides = params.spatial_tuple("strides", strides, rank, 1, 1)
-    dilations = params.spatial_tuple("dilations", dilations, rank, 1, 1)
-    output_padding = params.spatial_tuple("output_padding", output_padding, rank, 0, 0)
-    for axis, (op, s, d) in enumerate(zip(output_padding, strides, dilations)):
-        if op >= max(s, d):
-            raise ValueError(f"output_padding={output_padding!r}: entry {op} on spatial axis "
-                             f"{axis} must be < max(stride, dilation) = {max(s, d)}")
-    full = [transpose_extent(i, k, s, d, 0, 0, op) for i, k, s, d, op in
-            zip(input_shape, kernel_shape, strides, dilations, output_padding)]
 
+def _transpose_pads(output_shape, auto_pad, pads_begin, pads_end, full, input_shape, strides,
+                    rank):
+    """docs/specification.md §5.1: the pads from output_shape, auto_pad or as given."""
     if output_shape is not None:
         requested = params.spatial_tuple("output_shape", output_shape, rank, 1, 1)
         if auto_pad == "valid":
@@ -226,9 +225,13 @@ def make_transpose_problem(src_shape, src_dtype, weights_shape, weights_dtype, b
     else:
         pads_begin = params.spatial_tuple("pads_begin", pads_begin, rank, 0, None)
         pads_end = params.spatial_tuple("pads_end", pads_end, rank, 0, None)
+    return tuple(pads_begin), tuple(pads_end)
 
+
+def _transpose_output_shape(full, pads_begin, pads_end) -> tuple[int, ...]:
+    """The full scatter extents cropped by the pads, each checked."""
     out_shape = []
-    for axis in range(rank):
+    for axis in range(len(full)):
         o = full[axis] - pads_begin[axis] - pads_end[axis]
         if o < 1:
             raise ValueError(f"spatial axis {axis}: pads_begin={pads_begin[axis]} and "
@@ -240,17 +243,7 @@ def make_transpose_problem(src_shape, src_dtype, weights_shape, weights_dtype, b
                              f"{pads_begin[axis]}, pads_end={pads_end[axis]}) must be at "
                              f"most 2**53")
         out_shape.append(o)
-
-    dtype = params.compute_dtype(("src", np.dtype(src_dtype)),
-                                 ("weights", np.dtype(weights_dtype)),
-                                 ("bias", None if bias_dtype is None else np.dtype(bias_dtype)))
-    return TransposeProblem(
-        batch=batch, in_channels=in_channels, out_channels=out_channels, groups=groups,
-        input_shape=tuple(input_shape), kernel_shape=tuple(kernel_shape),
-        output_shape=tuple(out_shape), strides=strides, dilations=dilations,
-        pads_begin=tuple(pads_begin), pads_end=tuple(pads_end),
-        output_padding=output_padding, dtype=np.dtype(dtype), has_bias=bias_shape is not None,
-        data_format=data_format, weights_format=weights_format)
+    return tuple(out_shape)
 
 
 # --------------------------------------------------------------------------- layouts

@@ -119,16 +119,41 @@ def effective_threads(threads=None) -> int:
 
 
 @functools.lru_cache(maxsize=1)
-def _blas_controller():
+def blas_controller():
+    """convlab's one threadpoolctl controller of the loaded libraries.
+
+    A ThreadpoolController scans every loaded library (milliseconds); getting or setting a
+    count on the controllers it found is one C call each (about a microsecond), so the scan
+    is made once per process, after the BLAS libraries convlab calls are loaded: SciPy's
+    (behind ``cython_blas``) and the scipy-openblas32 build :mod:`convlab.runtime.blas`
+    loads privately when it is the one asked for.
+    """
+    import scipy.linalg  # noqa: F401  (loads SciPy's BLAS)
     from threadpoolctl import ThreadpoolController
 
+    from convlab.runtime import blas
+
+    try:
+        if blas.requested() == "scipy-openblas32":
+            blas.load_openblas()
+    except ValueError:
+        pass  # a bad CONVLAB_BLAS is reported where the kernel picks its library
     return ThreadpoolController()
 
 
-def blas_limit(threads: int):
-    """A context manager holding every loaded BLAS at ``threads`` threads.
+def blas_libraries(path: str | None = None) -> list:
+    """The BLAS controllers of :func:`blas_controller`: the library at ``path`` (a real
+    path) when given and found; else those with 32-bit-int symbols, since SciPy's
+    ``cython_blas`` takes 32-bit ints and a BLAS with 64-bit-int symbols (NumPy's
+    ``...64_``) is not the one it calls; else every BLAS."""
+    found = [lib for lib in blas_controller().lib_controllers if lib.user_api == "blas"]
+    ours = [lib for lib in found
+            if path is not None and os.path.realpath(lib.filepath) == path]
+    lp64 = [lib for lib in found if "64" not in str(getattr(lib, "_symbol_suffix", ""))]
+    return ours or lp64 or found
 
-    The libraries are found once per process: a ThreadpoolController scans every loaded
-    library, which takes milliseconds, while limiting the ones it found is a C call each.
-    """
-    return _blas_controller().limit(limits=threads, user_api="blas")
+
+def blas_limit(threads: int):
+    """A context manager holding every loaded BLAS at ``threads`` threads (the libraries of
+    :func:`blas_controller`'s one scan)."""
+    return blas_controller().limit(limits=threads, user_api="blas")

@@ -56,7 +56,7 @@ import numpy as np
 from convlab.dispatch import cost_model
 from convlab.dispatch.registry import register_algorithm
 from convlab.runtime import blas, cpu
-from convlab.runtime.threads import available_cores
+from convlab.runtime.threads import available_cores, blas_libraries
 
 # --------------------------------------------------------------------------- workspace limit
 
@@ -452,28 +452,13 @@ _blas_libraries = None
 
 
 def _blas_controllers():
-    """threadpoolctl controllers of the BLAS libraries the kernel may call, found once.
-
-    A ThreadpoolController scans every loaded library (milliseconds); getting or setting
-    a count on the controllers it found is one C call each (about a microsecond), so the
-    scan is done once, after the kernel has loaded its BLAS. That is the library at
-    ``gemm_library["path"]`` when there is one. SciPy's ``cython_blas`` takes 32-bit ints,
-    so a BLAS with 64-bit-int symbols (NumPy's ``...64_``) is not the one it calls and is
-    left alone; if that rule leaves nothing, every BLAS is controlled.
-    """
+    """The controllers of the BLAS libraries the kernel may call (the library at
+    ``gemm_library["path"]`` when there is one: :func:`convlab.runtime.threads.blas_libraries`),
+    picked once, after the kernel has loaded its BLAS."""
     global _blas_libraries
     if _blas_libraries is None:
         _kernel()
-        from threadpoolctl import ThreadpoolController
-
-        found = [lib for lib in ThreadpoolController().lib_controllers
-                 if lib.user_api == "blas"]
-        path = gemm_library.get("path")
-        ours = [lib for lib in found
-                if path is not None and os.path.realpath(lib.filepath) == path]
-        lp64 = [lib for lib in found
-                if "64" not in str(getattr(lib, "_symbol_suffix", ""))]
-        _blas_libraries = ours or lp64 or found
+        _blas_libraries = blas_libraries(gemm_library.get("path"))
     return _blas_libraries
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from convlab.problem import _geometry
+
 # Value keys in benchdnn's order. "n" (the name) is handled apart: it ends the descriptor.
 KEYS = ("g", "mb", "ic", "id", "ih", "iw", "oc", "od", "oh", "ow", "kd", "kh", "kw",
         "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw")
@@ -85,13 +87,13 @@ class Layer:
         return len(self.input_shape)
 
     @property
+    def is_depthwise(self) -> bool:
+        return _geometry.is_depthwise(self.groups, self.ic)
+
+    @property
     def short_name(self) -> str:
         """The name without its ``network:`` prefix (``"resnet_50:conv1"`` -> ``"conv1"``)."""
         return self.name.rsplit(":", 1)[-1] if self.name else "(unnamed)"
-
-    @property
-    def is_depthwise(self) -> bool:
-        return self.groups > 1 and self.groups == self.ic == self.oc
 
     def _mb(self, mb: int | None) -> int:
         if mb is None:
@@ -220,6 +222,32 @@ def parse_descriptor(text: str) -> Layer:
                          f"'mb1ic64ih56oc64oh56kh3ph1'")
     values, raw_name = _tokens(body, where)
 
+    _check_sizes(values, where)
+    name, multiplicity = _name_and_multiplicity(raw_name, where)
+    axes = _resolve_axes(values, where)
+    rank = _fill_axes(axes, values, where)
+
+    groups = values.get("g", 1)
+    ic, oc = values["ic"], values["oc"]
+    if ic % groups or oc % groups:
+        raise ValueError(f"{where}: g={groups} must divide ic={ic} and oc={oc}")
+
+    used_axes = AXES[3 - rank:]
+
+    def spatial(q):
+        return tuple(axes[a][q] for a in used_axes)
+
+    pads_end = tuple(
+        (ax["o"] - 1) * ax["s"] - ax["i"] + (ax["k"] - 1) * (ax["d"] + 1) + 1 - ax["p"]
+        for ax in (axes[a] for a in used_axes))
+    return Layer(name=name, multiplicity=multiplicity, mb=values.get("mb", 2), groups=groups,
+                 ic=ic, oc=oc, input_shape=spatial("i"), kernel_shape=spatial("k"),
+                 output_shape=spatial("o"), strides=spatial("s"),
+                 dilations=tuple(d + 1 for d in spatial("d")), pads_begin=spatial("p"),
+                 pads_end=pads_end, descriptor=text.strip())
+
+
+def _check_sizes(values: dict[str, int], where: str) -> None:
     for key in ("g", "mb", "ic", "oc") + tuple(q + a for q in "iosk" for a in AXES):
         if values.get(key, 1) < 1:
             raise ValueError(f"{where}: {key}={values[key]} must be >= 1")
@@ -227,6 +255,9 @@ def parse_descriptor(text: str) -> Layer:
         if key not in values:
             raise ValueError(f"{where}: {key} is missing; ic and oc are mandatory")
 
+
+def _name_and_multiplicity(raw_name: str, where: str) -> tuple[str, int]:
+    """The name and the ``*N`` multiplicity at its end."""
     # The canonical form quotes the name, and a shape file holds one descriptor per line.
     if '"' in raw_name or "".join(raw_name.splitlines()) != raw_name:
         raise ValueError(f"{where}: the name {raw_name!r:.80} holds a double quote or a line "
@@ -238,7 +269,12 @@ def parse_descriptor(text: str) -> Layer:
         if multiplicity < 1:
             raise ValueError(f"{where}: multiplicity *{multiplicity} in the name must be "
                              f">= 1")
+    return name, multiplicity
 
+
+def _resolve_axes(values: dict[str, int], where: str) -> dict[str, dict[str, int]]:
+    """Each used axis' i, o, k, s, p, d (benchdnn's 0-based dilation), derived as benchdnn
+    derives the ones not given."""
     # An axis is used when any of its sizes or a non-trivial stride, padding or dilation is
     # given (benchdnn: "sd1", "pd0", "dd0" alone do not make a problem 3-D).
     def used(axis: str) -> bool:
@@ -268,7 +304,12 @@ def parse_descriptor(text: str) -> Layer:
                 raise ValueError(f"{where}: the {axis} output would be {o} (I={i}, K={k}, "
                                  f"dilated extent {extent}, S={s}, P={p}); expected >= 1")
         axes[axis] = dict(i=i, o=o, k=k, s=s, p=p, d=dil)
+    return axes
 
+
+def _fill_axes(axes: dict[str, dict[str, int]], values: dict[str, int], where: str) -> int:
+    """Copy and default the axes not used by themselves, as benchdnn does (refusing a
+    value that copy would override); returns the spatial rank."""
     if "d" in axes:
         if "h" not in axes and "w" not in axes:
             axes["h"] = dict(axes["d"])
@@ -298,22 +339,4 @@ def parse_descriptor(text: str) -> Layer:
                                  f"{axes[axis][q]} (the {axis} axis is not used by itself, "
                                  f"so it copies another axis or takes the default); give "
                                  f"i{axis} and k{axis} too to make it count")
-
-    groups = values.get("g", 1)
-    ic, oc = values["ic"], values["oc"]
-    if ic % groups or oc % groups:
-        raise ValueError(f"{where}: g={groups} must divide ic={ic} and oc={oc}")
-
-    used_axes = AXES[3 - rank:]
-
-    def spatial(q):
-        return tuple(axes[a][q] for a in used_axes)
-
-    pads_end = tuple(
-        (ax["o"] - 1) * ax["s"] - ax["i"] + (ax["k"] - 1) * (ax["d"] + 1) + 1 - ax["p"]
-        for ax in (axes[a] for a in used_axes))
-    return Layer(name=name, multiplicity=multiplicity, mb=values.get("mb", 2), groups=groups,
-                 ic=ic, oc=oc, input_shape=spatial("i"), kernel_shape=spatial("k"),
-                 output_shape=spatial("o"), strides=spatial("s"),
-                 dilations=tuple(d + 1 for d in spatial("d")), pads_begin=spatial("p"),
-                 pads_end=pads_end, descriptor=text.strip())
+    return rank
