@@ -76,11 +76,11 @@ if use_openmp:
 kernel_names = ["_epilogue", "_direct", "_runtime", "_winograd", "_im2col", "_int8"]
 extensions = [
     Extension(
-        f"convlab.kernels.{name}",
-        [f"convlab/kernels/{name}.pyx"],
-        include_dirs=[numpy.get_include(), "convlab/kernels"],
+        f"convlab.strategies.kernels.{name}",
+        [f"convlab/strategies/kernels/{name}.pyx"],
+        include_dirs=[numpy.get_include(), "convlab/strategies/kernels"],
         # headers included from other headers, which Cython's own tracking does not see
-        depends=sorted(glob.glob("convlab/kernels/*.h")),
+        depends=sorted(glob.glob("convlab/strategies/kernels/*.h")),
         extra_compile_args=compile_args,
         extra_link_args=link_args,
         # the post-op epilogues (epilogue.h) call libm's exp, tanh, erf, ...

@@ -21,8 +21,9 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
-from convlab import shapes  # noqa: E402
-from convlab.benchmark import geo_mean, time_block  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -29,8 +29,10 @@ from combine_runs import load
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import convlab  # noqa: E402
-from convlab import shapes  # noqa: E402
-from convlab.benchmark import cpu_model, select_layers, time_block  # noqa: E402
+from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 
 def measure(suite, layer_names, contenders, large_mb, threads, rounds, block_seconds):

@@ -4,14 +4,14 @@
 
 The same as ``python -m convlab bench``, run against the checkout this file lives in
 (an in-place build, or the installed kernels through convlab's path extension). See
-:mod:`convlab.benchmark` for what is timed and how.
+:mod:`convlab.cli.benchmark` for what is timed and how.
 """
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from convlab.benchmark import main  # noqa: E402
+from convlab.cli.benchmark import main  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -6,12 +6,12 @@ For each layer: the (N * prod(O), prod(K) * IC/G) @ (prod(K) * IC/G, OC/G) produ
 im2col panel (group 0), timed at 1 and 2 BLAS threads through
 
 - ``scipy``: SciPy's bundled OpenBLAS (``scipy.linalg.blas.sgemm``),
-- ``scipy-openblas32``: the library :mod:`convlab.blas` loads for the im2col kernel
+- ``scipy-openblas32``: the library :mod:`convlab.runtime.blas` loads for the im2col kernel
   (``sgemm_`` through ctypes, as the kernel calls it),
 - ``numpy``: ``np.matmul`` (NumPy's bundled OpenBLAS),
 
 in alternating blocks in one process (medians of ``--rounds`` blocks). This is the
-measurement behind convlab/blas.py's choice of library.
+measurement behind convlab/runtime/blas.py's choice of library.
 """
 from __future__ import annotations
 
@@ -27,8 +27,11 @@ from threadpoolctl import ThreadpoolController
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from convlab import blas, shapes  # noqa: E402
-from convlab.benchmark import cpu_model, select_layers, time_block  # noqa: E402
+from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime import blas  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 
 def fortran_sgemm(address):

@@ -19,7 +19,8 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from convlab.benchmark import GEMM_BOUND_MIN_FLOPS, gemm_share_summary, geo_mean  # noqa: E402
+from convlab.cli._bench_results import GEMM_BOUND_MIN_FLOPS, geo_mean  # noqa: E402
+from convlab.cli._bench_tables import gemm_share_summary  # noqa: E402
 
 ALGORITHM_PREFIXES = ("direct", "im2col", "winograd")
 

@@ -24,8 +24,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import registry  # noqa: E402
-from convlab.benchmark import cpu_model, geo_mean, time_block  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
+from convlab.dispatch import registry  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import convlab  # noqa: E402
 from convlab import shapes  # noqa: E402
-from convlab.benchmark import machine_lines  # noqa: E402
+from convlab.cli._bench_tables import machine_lines  # noqa: E402
 
 MIB = 2**20
 

@@ -25,10 +25,14 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from convlab import buffers, params, shapes  # noqa: E402
-from convlab.benchmark import cpu_model, geo_mean, select_layers, time_block  # noqa: E402
-from convlab.kernels import _direct  # noqa: E402
+from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
+from convlab.problem import params, shapes  # noqa: E402
+from convlab.runtime import _buffers as buffers  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
+from convlab.strategies.kernels import _direct  # noqa: E402
 
 KNOBS = ("pass", "min_channels", "stream", "prefetch")
 

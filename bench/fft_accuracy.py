@@ -31,7 +31,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import cpu  # noqa: E402
+from convlab.runtime import cpu  # noqa: E402
 
 OUT_CHANNELS = 16
 # (rank, kernel, channels, extents): extents at least twice the kernel, so that a tile

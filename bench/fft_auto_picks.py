@@ -14,7 +14,8 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from convlab import cost_model, select, shapes  # noqa: E402
+from convlab.dispatch import cost_model, select  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
 
 
 def main():

@@ -30,7 +30,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import cpu  # noqa: E402
+from convlab.runtime import cpu  # noqa: E402
 
 CASES = {"2-D 1024^2, 31^2 kernel": ((1024, 1024), (31, 31)),
          "3-D 128^3, 9^3 kernel": ((128, 128, 128), (9, 9, 9))}

@@ -8,10 +8,10 @@
         "..." --write    # one algorithm's constants alone (a new one), marked provisional
 
 Each algorithm's ``cost`` hook counts the work of a run as named terms (see
-``convlab/cost_model.py``); the estimate is the sum of terms times per-term constants.
+``convlab/dispatch/cost_model.py``); the estimate is the sum of terms times per-term constants.
 The timings come from one of:
 
-* ``--design-budget S``: the problems of ``convlab.calibration.design``, timed as
+* ``--design-budget S``: the problems of ``convlab.dispatch.calibration.design``, timed as
   ``convlab.calibrate`` times them (one-shot calls and plans, interleaved blocks, medians),
   for S seconds per thread count: the calibration of a user's machine with a longer
   budget;
@@ -19,7 +19,7 @@ The timings come from one of:
   calls, as "auto" serves them; each algorithm's runs in a block after a pause) on every
   layer at each thread count.
 
-The fit is ``convlab.calibration.fit`` (the one ``convlab.calibrate`` uses): non-negative
+The fit is ``convlab.dispatch.calibration.fit`` (the one ``convlab.calibrate`` uses): non-negative
 constants minimising the squared *relative* error of the estimates (scipy's NNLS on rows
 scaled by 1/measured time), each suite and batch (each design problem) weighing the same,
 one algorithm at a time. It prints, per suite and thread count, the regret of the
@@ -39,8 +39,9 @@ the stored set with the new constants in it. ``--provisional TEXT``
 stores TEXT under the file's ``"provisional"`` key for them (constants fitted in a hurry,
 to be refitted); a later full fit drops the note of every algorithm it refits.
 
-With ``--write`` the constants and margins go to ``convlab/cost_constants/<level>.json``,
-the level being the effective one (``convlab.cpu.effective_isa()``: the widest the
+With ``--write`` the constants and margins go to
+``convlab/dispatch/cost_constants/<level>.json``,
+the level being the effective one (``convlab.runtime.cpu.effective_isa()``: the widest the
 kernels use, capped by ``CONVLAB_MAX_CPU_ISA``), with the CPU model, level, command,
 commit and date of this run. Thread counts not fitted keep their stored constants.
 """
@@ -62,13 +63,16 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import cost_model, cpu, registry, select, shapes  # noqa: E402
-from convlab.benchmark import progress, time_block  # noqa: E402
-from convlab.calibration import design, fit, run, store  # noqa: E402
-from convlab.threads import available_cores  # noqa: E402
+from convlab.cli.benchmark import progress  # noqa: E402
+from convlab.dispatch import cost_model, registry, select  # noqa: E402
+from convlab.dispatch.calibration import design, fit, run, store  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime import cpu  # noqa: E402
+from convlab.runtime.threads import available_cores  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 DEFAULT_SUITES = "resnet_50,mobilenet_dw,vgg_19,googlenet_v2,3d_unet,1d,dilated"
-SHIPPED_DIR = HERE.parent / "convlab" / store.SHIPPED_DIR
+SHIPPED_DIR = HERE.parent / "convlab" / "dispatch" / store.SHIPPED_DIR
 DESIGN_SUITE = "calibration"  # the suite name design timings carry in CSVs
 
 
@@ -120,8 +124,8 @@ def time_layer(layer, mb, threads, repeats, budget):
     """Median seconds of each supporting algorithm, each timed in a block after a pause."""
     src, weights, _ = layer.arrays(mb, seed=0)
     kwargs = layer.convolve_kwargs()
-    problem = convlab.params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
-                                          **kwargs)
+    problem = convlab.problem.params.make_problem(src.shape, src.dtype, weights.shape,
+                                                  weights.dtype, **kwargs)
     names = [a.name for a in contenders() if a.supports(problem) is None]
 
     def call(name):
@@ -133,7 +137,7 @@ def time_layer(layer, mb, threads, repeats, budget):
         call(name)  # warm-up: allocations, weight transforms, page faults
         first[name] = time.perf_counter() - start
     runs = max(3, min(repeats, int(budget / max(first.values()))))
-    # Blocks after a pause, as the bench times them (see convlab.benchmark.bench_layer):
+    # Blocks after a pause, as the bench times them (see convlab.cli.benchmark.bench_layer):
     # alternating call by call, one algorithm's spinning OpenMP or BLAS workers slowed the
     # next one's call, and the fit learnt that contention instead of the algorithms.
     medians = {name: statistics.median(time_block(lambda: call(name), runs))

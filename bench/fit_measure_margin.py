@@ -22,14 +22,15 @@ default, because the last few percent are single layers whose estimates are off 
 would have every plan time nearly every contender. It prints the quantiles, how many
 contenders each layer would time with that margin, and the regret (time of the pick /
 fastest time) of the estimate-only pick and of the measured pick (every contender within
-the margin timed; a plan times at most ``convlab.measure.MAX_CONTENDERS``).
+the margin timed; a plan times at most ``convlab.dispatch.measure.MAX_CONTENDERS``).
 
 Each CSV row keeps the median and the fastest of a contender's calls; ``--statistic``
 picks which one is compared (the fastest by default: on a shared machine other jobs only
 ever add time). ``--one-shot`` reads bench/fit_cost_model.py's one-shot timings instead and
 ranks them by one-shot estimates, as a cross-check of the estimates' spread. With
 ``--write`` the margin, and the command, data, machine and date of this run, go to
-``convlab/cost_constants.json`` (keys ``measure_margin`` and ``measure_margin_source``).
+``convlab/dispatch/cost_constants/<level>.json`` (keys ``measure_margin`` and
+``measure_margin_source``).
 """
 from __future__ import annotations
 
@@ -48,10 +49,14 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import cost_model, select, shapes  # noqa: E402
-from convlab.benchmark import cpu_model, geo_mean, progress, time_rotation  # noqa: E402
-from convlab.calibration import store  # noqa: E402
-from convlab.threads import available_cores  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
+from convlab.cli.benchmark import progress  # noqa: E402
+from convlab.dispatch import cost_model, select  # noqa: E402
+from convlab.dispatch.calibration import store  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime.threads import available_cores  # noqa: E402
+from convlab.runtime.timing import time_rotation  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from fit_cost_model import (  # noqa: E402
@@ -94,7 +99,7 @@ def parse_args(argv=None):
                              "estimates (a cross-check of the estimates' spread)")
     parser.add_argument("--write", action="store_true",
                         help="store the margin in the shipped constants of the effective "
-                             "ISA level (convlab/cost_constants/<level>.json)")
+                             "ISA level (convlab/dispatch/cost_constants/<level>.json)")
     args = parser.parse_args(argv)
     if not 0 < args.coverage <= 1 or args.tie < 0 or args.repeats < 1 or args.budget < 0:
         parser.error("--coverage must be in (0, 1], --tie and --budget >= 0, --repeats >= 1")
@@ -168,7 +173,7 @@ def layer_cases(rows, prepared=True):
         problem, threads = members[0]["problem"], key[3]
         cases[key] = {
             r["algorithm"]: (r["seconds"], cost_model.compared_seconds(
-                r["algorithm"], convlab.registry.get_algorithm(r["algorithm"])
+                r["algorithm"], convlab.dispatch.registry.get_algorithm(r["algorithm"])
                 .cost(problem, threads), prepared=prepared))
             for r in members}
     return cases
@@ -252,7 +257,7 @@ def main(argv=None):
     if args.write:
         # the shipped set this level uses (the estimates above came from it), never a
         # calibration that may be in force
-        level = store.shipped_level_for(convlab.cpu.effective_isa())
+        level = store.shipped_level_for(convlab.runtime.cpu.effective_isa())
         path = SHIPPED_DIR / f"{level}.json"
         stored = json.loads(path.read_text())
         stored["measure_margin"] = margin

@@ -21,8 +21,8 @@ from ab_constant import add_block_options, alternating_medians, constant_set_to
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
-from convlab import shapes  # noqa: E402
-from convlab.benchmark import geo_mean  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
 from convlab.strategies import winograd  # noqa: E402
 
 

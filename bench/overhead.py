@@ -23,8 +23,9 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
-from convlab import params, registry, select  # noqa: E402
-from convlab.threads import effective_threads  # noqa: E402
+from convlab.dispatch import registry, select  # noqa: E402
+from convlab.problem import params  # noqa: E402
+from convlab.runtime.threads import effective_threads  # noqa: E402
 
 
 def per_call(function, calls, rounds=9):

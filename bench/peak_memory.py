@@ -26,7 +26,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, {root!r})
 import convlab
-from convlab import shapes
+from convlab.problem import shapes
 
 def status(field):
     with open("/proc/self/status") as f:
@@ -69,7 +69,7 @@ def measure(suite, name, mb, algorithm, threads):
 
 def main(argv=None):
     sys.path.insert(0, str(HERE.parent))
-    from convlab import shapes
+    from convlab.problem import shapes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="vgg_19")

@@ -23,9 +23,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
-from convlab import cost_model, measure, shapes  # noqa: E402
-from convlab.benchmark import IDLE_SECONDS, command_line, cpu_model, load_average, select_layers  # noqa: E402
-from convlab.threads import effective_threads  # noqa: E402
+from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_tables import command_line, cpu_model, load_average  # noqa: E402
+from convlab.dispatch import cost_model, measure  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime.threads import effective_threads  # noqa: E402
+from convlab.runtime.timing import IDLE_SECONDS  # noqa: E402
 
 CHOICES = ("measure", "estimate")
 

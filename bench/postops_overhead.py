@@ -8,7 +8,7 @@ the other one ResNet uses. Whether the chain was fused (see ``fuse_post_ops`` in
 registry) is printed per layer.
 
 Per layer, plans (weights prepared once) write into a preallocated ``out``; each
-contender runs in blocks after an idle pause (``convlab.benchmark.time_block``), and the
+contender runs in blocks after an idle pause (``convlab.runtime.timing.time_block``), and the
 blocks of all contenders alternate for ``--rounds`` rounds, so a slow spell of the
 machine falls on all of them. The figures are medians over every timed call.
 """
@@ -25,7 +25,13 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import convlab  # noqa: E402
-from convlab import benchmark, postops, registry, shapes  # noqa: E402
+from convlab.cli import benchmark  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
+from convlab.cli._bench_tables import cpu_model  # noqa: E402
+from convlab.dispatch import registry  # noqa: E402
+from convlab.ops import postops  # noqa: E402
+from convlab.problem import shapes  # noqa: E402
+from convlab.runtime.timing import time_block  # noqa: E402
 
 TORCH_OPS = {"relu": lambda y, residual: y.relu_(),
              "sum": lambda y, residual: y.add_(residual)}
@@ -86,7 +92,7 @@ def main(argv=None) -> int:
         wanted = set(args.layers.split(","))
         layers = [layer for layer in layers if layer.short_name in wanted]
     print(f"command: python bench/postops_overhead.py {' '.join(argv or sys.argv[1:])}")
-    print(f"machine: {benchmark.cpu_model()}, {os.cpu_count()} logical CPUs; "
+    print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs; "
           f"threads {args.threads}; chain {chain}; float32, batch 1, NXC, plans with out=")
     print(f"median of {args.rounds} rounds x (at least {args.repeats} calls, "
           f"{args.min_block_time:g} s) per contender\n")
@@ -113,7 +119,7 @@ def main(argv=None) -> int:
         times = {name: [] for name in calls}
         for _ in range(args.rounds):
             for name, call in calls.items():
-                times[name] += benchmark.time_block(call, args.repeats,
+                times[name] += time_block(call, args.repeats,
                                                     min_seconds=args.min_block_time)
         median = {name: statistics.median(values) for name, values in times.items()}
         ratio = {"chain": median["fused"] / median["bare"],
@@ -134,7 +140,7 @@ def main(argv=None) -> int:
     print("\ngeo-mean overhead of the chain over the bare convolution:")
     for name, values in overheads.items():
         if values:
-            print(f"  {name:<7} {(benchmark.geo_mean(values) - 1) * 100:+.1f}%  "
+            print(f"  {name:<7} {(geo_mean(values) - 1) * 100:+.1f}%  "
                   f"(worst {(max(values) - 1) * 100:+.1f}%)")
     return 0
 

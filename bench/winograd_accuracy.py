@@ -1,7 +1,8 @@
 """Float32 accuracy of Winograd F(m, 3) against the float64 reference, with direct alongside.
 
     python bench/winograd_accuracy.py             # the tables, as markdown, on stdout
-    python bench/winograd_accuracy.py --write     # ... and into convlab/winograd_accuracy.md
+    python bench/winograd_accuracy.py --write     # ... and into
+                                                  # convlab/strategies/winograd_accuracy.md
     python bench/winograd_accuracy.py --points    # also compare interpolation point sets
 
 The measure is the relative error ||y - ref||_2 / ||ref||_2 over the whole output, for
@@ -9,7 +10,7 @@ standard-normal src and weights (fixed seeds), batch 1, pads 1. The 2-D table is
 the strategy quotes (``convlab.strategies.winograd.MEASURED_RELATIVE_ERROR``, printed at
 the end for pasting); the 1-D table compares with published 1-D F(m, 3) figures. The
 ``--points`` section runs the same kernel with other Cook-Toom point sets, which is how
-the sets in :mod:`convlab.winograd_transforms` were chosen.
+the sets in :mod:`convlab.strategies.winograd_transforms` were chosen.
 """
 from __future__ import annotations
 
@@ -23,11 +24,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import convlab  # noqa: E402
-from convlab import (
-    params,  # noqa: E402
-    winograd_transforms as wt,  # noqa: E402
-)
-from convlab.strategies import winograd  # noqa: E402
+from convlab.problem import params  # noqa: E402
+from convlab.strategies import winograd, winograd_transforms as wt  # noqa: E402
 
 CHANNELS = (16, 64, 256, 512)
 SPATIAL = (7, 14, 28, 56)
@@ -123,7 +121,7 @@ def points_section():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true",
-                        help="also write the tables to convlab/winograd_accuracy.md")
+                        help="also write the tables to convlab/strategies/winograd_accuracy.md")
     parser.add_argument("--points", action="store_true",
                         help="compare interpolation point sets for F(4) and F(6)")
     args = parser.parse_args(argv)
@@ -174,7 +172,7 @@ def main(argv=None):
     print("}")
     if args.write:
         path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "convlab", "winograd_accuracy.md")
+                            "convlab", "strategies", "winograd_accuracy.md")
         with open(path, "w") as f:
             f.write(out)
         print(f"wrote {path}", file=sys.stderr)

@@ -9,7 +9,7 @@ which pays it once, for direct and winograd2/4/6 on benchdnn layers.
 
 Each (algorithm, one-shot or plan) contender of a layer gets ``--rounds`` blocks of
 ``--repeats`` calls (after a pause and one untimed call, see
-:func:`convlab.benchmark.time_block`); in every round the contenders take their blocks
+:func:`convlab.runtime.timing.time_block`); in every round the contenders take their blocks
 in a new random order. A contender's time is the median of its block medians, its
 spread the range of those block medians around it; the fastest single call is shown too
 (on a busy machine, where other processes deschedule a thread at a barrier, the blocks'
@@ -70,7 +70,7 @@ def parse_args(argv=None):
 
 
 def layers_to_time(args):
-    from convlab import shapes
+    from convlab.problem import shapes
     from convlab.strategies import winograd
 
     if args.suites:
@@ -91,7 +91,7 @@ def layers_to_time(args):
 def block_seconds(call, repeats, clock):
     """Seconds of ``repeats`` calls after a pause and an untimed call (time_block), on the
     wall clock or the calling thread's CPU clock."""
-    from convlab.benchmark import time_block
+    from convlab.runtime.timing import time_block
 
     if clock == "wall":
         return time_block(call, repeats)
@@ -129,7 +129,7 @@ def time_layer(layer, args, rng):
         import numpy as np
         import torch
 
-        from convlab.benchmark import torch_contender
+        from convlab.cli.benchmark import torch_contender
 
         r = layer.rank
         peer = torch_contender(torch, layer, np.moveaxis(src, -1, 1),
@@ -152,7 +152,7 @@ def summary(blocks):
 
 
 def geo_mean(values):
-    from convlab.benchmark import geo_mean as gm
+    from convlab.cli._bench_results import geo_mean as gm
 
     return gm(values)
 
@@ -288,7 +288,7 @@ def main(argv=None):
     if args.combine:
         combine(*args.combine)
         return
-    from convlab import cpu
+    from convlab.runtime import cpu
 
     if args.clock == "thread" and args.threads != 1:
         raise SystemExit("--clock thread measures one thread: use it with --threads 1")

@@ -1,4 +1,4 @@
 """Command line: ``python -m convlab demo``."""
-from convlab.cli import main
+from convlab.cli.main import main
 
 raise SystemExit(main())

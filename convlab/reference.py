@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 
-from convlab import params
+from convlab.problem import params
 
 
 def zero_padded(src: np.ndarray, pads_begin, pads_end) -> np.ndarray:
@@ -140,7 +140,7 @@ def eltwise(name, x, parameters):
 
 
 def apply_post_ops(dst, ops, dst_before=None):
-    """``ops`` (parsed by :func:`convlab.postops.parse` against NCX dst) on NCX ``dst``."""
+    """``ops`` (parsed by :func:`convlab.ops.postops.parse` against NCX dst) on NCX ``dst``."""
     for op in ops:
         if op.kind == "eltwise":
             dst = eltwise(op.name, dst, op.parameters)
@@ -168,7 +168,7 @@ def convolve(src, weights, bias=None, *, strides=None, pads_begin=None, pads_end
     ``dst_before`` stands for the prior contents of ``out`` that a "sum" post-op adds.
     Inputs are validated exactly as ``convolve`` validates them.
     """
-    from convlab import postops, quantized
+    from convlab.ops import _quantized as quantized, postops
 
     src = params.as_array("src", src)
     weights = params.as_array("weights", weights)

@@ -12,8 +12,8 @@ from unittest import mock
 
 from fuzz_targets import clear_errors_allowed, text_of
 
-from convlab import benchmark, cli, demo
-from convlab.threads import effective_threads
+from convlab.cli import _bench_args as bench_args, benchmark, demo, main as cli
+from convlab.runtime.threads import effective_threads
 
 
 def arguments(data: bytes):
@@ -31,7 +31,7 @@ def _demo_arguments_only(threads=None, repeats=5) -> int:
 
 
 def _bench_arguments_only(argv, prog=None) -> int:
-    benchmark.configure(benchmark.parse_args(argv, prog))
+    bench_args.configure(bench_args.parse_args(argv, prog))
     return 0
 
 
@@ -44,4 +44,4 @@ def one_input(data: bytes) -> None:
             status = cli.main(argv)
             assert status in (0, 2), f"main({argv!r}) returned {status!r}"
         with clear_errors_allowed(usage_exit=True):
-            benchmark.configure(benchmark.parse_args(argv))
+            bench_args.configure(bench_args.parse_args(argv))

@@ -11,7 +11,7 @@ import math
 
 from fuzz_targets import clear_errors_allowed, text_of
 
-from convlab import shapes
+from convlab.problem import shapes
 
 
 def check_layer(layer: shapes.Layer) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fuzz_targets import text_of
 
-from convlab import threads
+from convlab.runtime import threads
 
 
 def one_input(data: bytes) -> None:

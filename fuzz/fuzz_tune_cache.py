@@ -15,8 +15,8 @@ import tempfile
 import numpy as np
 from fuzz_targets import clear_errors_allowed
 
-from convlab import select, tune
-from convlab.params import make_problem
+from convlab.dispatch import _tune as tune, select
+from convlab.problem.params import make_problem
 
 # Small problems whose keys the seed files hold, so that the fuzzer starts from entries that
 # are looked up: one every algorithm runs, and one Winograd cannot (a 5-tap kernel).

@@ -14,7 +14,7 @@ from tests.helpers import TEST_ISA_LEVELS
 @pytest.fixture(params=TEST_ISA_LEVELS)
 def isa_level(request):
     """The test runs once per level of TEST_ISA_LEVELS, with every kernel capped at it."""
-    with convlab.cpu.max_isa(request.param) as level:
+    with convlab.runtime.cpu.max_isa(request.param) as level:
         assert level == request.param
         yield level
 
@@ -33,7 +33,7 @@ def rng(request):
 def _empty_calibration_cache(tmp_path_factory):
     """Selection in the tests uses the shipped cost constants, never a calibration that
     happens to sit in the user's cache directory (subprocesses inherit the setting)."""
-    from convlab import cost_model
+    from convlab.dispatch import cost_model
 
     patch = pytest.MonkeyPatch()
     patch.setenv("CONVLAB_CACHE_DIR", str(tmp_path_factory.mktemp("convlab-cache")))

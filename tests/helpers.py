@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import registry
+from convlab.dispatch import registry
 
 # Algorithms are listed at collection time, so one registered later (a new strategy module)
 # is picked up by every parametrized test with no new test code.
@@ -201,19 +201,19 @@ def _test_isa_levels() -> list:
     the one in effect (``CONVLAB_MAX_CPU_ISA`` lowers it), ``native`` only the level in
     effect, or a comma-separated list of levels (those above the CPU are left out).
     """
-    effective = convlab.cpu.ISA_LEVELS.index(convlab.cpu.effective_isa())
-    runnable = [level for level in convlab.cpu.supported_levels()
-                if convlab.cpu.ISA_LEVELS.index(level) <= effective]
+    effective = convlab.runtime.cpu.ISA_LEVELS.index(convlab.runtime.cpu.effective_isa())
+    runnable = [level for level in convlab.runtime.cpu.supported_levels()
+                if convlab.runtime.cpu.ISA_LEVELS.index(level) <= effective]
     asked = os.environ.get("CONVLAB_TEST_ISA_LEVELS", "all").strip().lower()
     if asked == "all":
         return runnable
     if asked == "native":
-        return [convlab.cpu.effective_isa()]
+        return [convlab.runtime.cpu.effective_isa()]
     wanted = [name.strip() for name in asked.split(",") if name.strip()]
-    unknown = [name for name in wanted if name not in convlab.cpu.ISA_LEVELS]
+    unknown = [name for name in wanted if name not in convlab.runtime.cpu.ISA_LEVELS]
     if unknown:
         raise ValueError(f"CONVLAB_TEST_ISA_LEVELS={asked!r}: {unknown} are not levels; "
-                         f"expected all, native or some of {convlab.cpu.ISA_LEVELS}")
+                         f"expected all, native or some of {convlab.runtime.cpu.ISA_LEVELS}")
     return [level for level in runnable if level in wanted]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import transpose
+from convlab.ops import transpose
 from tests.helpers import TOLERANCES, to_data_format, to_weights_format
 
 torch = pytest.importorskip("torch")

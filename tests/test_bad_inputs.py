@@ -334,7 +334,7 @@ def test_algorithm_that_cannot_run_the_problem_says_why():
 @MUTATES_REGISTRY
 def test_no_algorithm_can_run_the_problem():
     """Every algorithm refusing a problem is a ValueError listing each one's reason."""
-    saved = {name: convlab.registry.get_algorithm(name) for name in convlab.algorithms()}
+    saved = {name: convlab.dispatch.registry.get_algorithm(name) for name in convlab.algorithms()}
     try:
         for name in saved:
             convlab.unregister_algorithm(name)

@@ -1,17 +1,24 @@
-"""The bench harness (convlab.benchmark): what it times and reports, not how fast."""
+"""The bench harness (convlab.cli.benchmark): what it times and reports, not how fast."""
 import csv
 
 import pytest
 
 import convlab
-from convlab import benchmark, cost_model
-from convlab.shapes.descriptor import parse_descriptor
+from convlab.cli import (
+    _bench_args as bench_args,
+    _bench_results as bench_results,
+    _bench_tables as tables,
+    benchmark,
+)
+from convlab.dispatch import cost_model
+from convlab.problem.shapes.descriptor import parse_descriptor
+from convlab.runtime import timing
 
 
 def test_time_rotation_times_every_call_once_per_round_in_varying_order():
     order = []
     calls = [lambda name=name: order.append(name) for name in "abc"]
-    times = benchmark.time_rotation(calls, repeats=12, pause=0)
+    times = timing.time_rotation(calls, repeats=12, pause=0)
     assert [len(t) for t in times] == [12, 12, 12]
     assert all(s >= 0 for t in times for s in t)
     untimed, turns = order[:3], order[3:]
@@ -26,7 +33,7 @@ def test_time_rotation_times_every_call_once_per_round_in_varying_order():
 
 
 def test_time_rotation_takes_more_rounds_to_fill_min_seconds():
-    times = benchmark.time_rotation([lambda: None], repeats=1, pause=0, min_seconds=1e-3)
+    times = timing.time_rotation([lambda: None], repeats=1, pause=0, min_seconds=1e-3)
     assert len(times[0]) > 1
 
 
@@ -47,15 +54,15 @@ def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():
 
 def test_gemm_share_summary_judges_gemm_bound_layers_apart():
     shares = [(0.95, "big", True), (0.72, "medium", True), (0.40, "tiny", False)]
-    text = benchmark.gemm_share_summary(shares)
+    text = tables.gemm_share_summary(shares)
     overall, bound = text.split("; ")
     assert "lowest 40% (tiny), below 70% on 1 of 3 layers" in overall
     assert "lowest 72% (medium), below 70% on 0 of 2" in bound
-    assert "GEMM-bound" not in benchmark.gemm_share_summary([(0.4, "tiny", False)])
+    assert "GEMM-bound" not in tables.gemm_share_summary([(0.4, "tiny", False)])
 
 
 def _contender(label, seconds, kind="convlab", first_call=None, runs=""):
-    return benchmark.Contender(label, kind, times=[] if seconds is None else [seconds],
+    return bench_results.Contender(label, kind, times=[] if seconds is None else [seconds],
                                first_call=first_call, runs=runs)
 
 
@@ -71,10 +78,10 @@ def test_network_totals_count_each_layer_times_its_multiplicity():
                   _contender("plan", 0.5), _contender("torch", 2.0, "torch"),
                   _contender("onnxrt", 1.0, "onnxruntime")]),
     ]
-    totals = benchmark.network_seconds(results)
+    totals = bench_results.network_seconds(results)
     assert totals == {"direct": 5.0, "winograd4": None, "plan": 2.5, "torch": 10.0,
                       "onnxrt": 6.0}
-    text = "\n".join(benchmark.network_summary(results))
+    text = "\n".join(tables.network_summary(results))
     assert "direct 5000.00 ms" in text and "plan 2500.00 ms" in text
     # the fastest algorithm on each layer: winograd4 once, then direct three times
     assert "fastest algorithm per layer 4000.00 ms" in text
@@ -86,30 +93,30 @@ def test_network_totals_count_each_layer_times_its_multiplicity():
 def test_plan_regret_prefers_forced_plans_as_the_bar():
     one_shot = [_contender("direct", 2.0), _contender("winograd4", 1.5),
                 _contender("plan", 1.1, runs="winograd4")]
-    assert benchmark.plan_regret(one_shot) == (1.1 / 1.5, "winograd4", "winograd4")
+    assert bench_results.plan_regret(one_shot) == (1.1 / 1.5, "winograd4", "winograd4")
     forced = one_shot + [_contender("plan:direct", 1.0), _contender("plan:winograd4", None)]
-    assert benchmark.plan_regret(forced) == (1.1, "plan:direct", "winograd4")
-    assert benchmark.plan_regret([_contender("direct", 1.0)]) is None
+    assert bench_results.plan_regret(forced) == (1.1, "plan:direct", "winograd4")
+    assert bench_results.plan_regret([_contender("direct", 1.0)]) is None
     first = [_contender("plan", 2.0, first_call=10.0)]
-    assert benchmark.first_call_ratio(first) == 5.0
+    assert bench_results.first_call_ratio(first) == 5.0
 
 
 def test_algorithm_names_accept_plans_forced_to_registered_algorithms():
-    benchmark.check_algorithm_names(["direct", "auto", "plan", "plan:direct"])
+    bench_args.check_algorithm_names(["direct", "auto", "plan", "plan:direct"])
     for bad in (["plan:no_such"], ["no_such"], ["plan:auto"]):
         with pytest.raises(SystemExit, match="--algorithms"):
-            benchmark.check_algorithm_names(bad)
+            bench_args.check_algorithm_names(bad)
 
 
 def test_header_names_the_cpu_and_the_constants(monkeypatch):
-    lines = benchmark.machine_lines()
-    info = convlab.cpu.cpu_info()
+    lines = tables.machine_lines()
+    info = convlab.runtime.cpu.cpu_info()
     assert info["isa_detected"] in lines[0] and info["isa_effective"] in lines[0]
     assert lines[1] == f"cost constants: {cost_model.source()}"
     # a richer description of the constants is used when the cost model offers one
     monkeypatch.setattr(cost_model, "describe_constants", lambda: "calibrated here",
                         raising=False)
-    assert benchmark.machine_lines()[1] == "cost constants: calibrated here"
+    assert tables.machine_lines()[1] == "cost constants: calibrated here"
 
 
 def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):

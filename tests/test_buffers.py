@@ -1,9 +1,9 @@
-"""Buffers convlab allocates itself (convlab.buffers)."""
+"""Buffers convlab allocates itself (convlab.runtime._buffers)."""
 import numpy as np
 import pytest
 
 import convlab
-from convlab import buffers
+from convlab.runtime import _buffers as buffers
 
 
 @pytest.mark.parametrize("shape", [(3,), (5, 7, 3), (1, 56, 56, 64)])

@@ -18,9 +18,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import convlab
-from convlab import cli, cost_model, cpu, demo, registry, select
-from convlab.calibration import design, fit, run, store
-from convlab.cpu import ISA_LEVELS
+from convlab.cli import demo, main as cli
+from convlab.dispatch import cost_model, registry, select
+from convlab.dispatch.calibration import design, fit, run, store
+from convlab.runtime import cpu
+from convlab.runtime.cpu import ISA_LEVELS
 
 THREADS = 2
 
@@ -203,7 +205,7 @@ def test_an_upgrade_of_convlab_makes_the_calibration_stale(cache, monkeypatch):
     path = write(expected_path(), valid_set(scale={"im2col": 0.5}))
     cost_model.reload()
     assert cost_model.in_force(THREADS).origin == "calibrated"
-    monkeypatch.setattr(convlab, "__version__", "999.0")
+    monkeypatch.setattr(convlab._version, "VERSION", "999.0")
     assert_ignored(path, "is stale: calibrated for convlab_version .*, this is '999.0'")
 
 

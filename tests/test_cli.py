@@ -1,7 +1,7 @@
 """The command line's argument handling (python -m convlab demo|explain|bench)."""
 import pytest
 
-from convlab import cli
+from convlab.cli import main as cli
 
 
 @pytest.mark.parametrize("argv", [["demo", "--threads=--"], ["explain", "ic1oc1iw4kw1", "--mb=--"],

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import cost_model, registry, select
+from convlab.dispatch import cost_model, registry, select
 from tests.helpers import assert_matches_reference, problem_of, random_tensors
 
 PROBLEMS = [

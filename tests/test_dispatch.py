@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab.registry import Estimate
+from convlab.dispatch.registry import Estimate
 from convlab.strategies.reference import run_reference
 from tests.helpers import (
     MUTATES_REGISTRY,
@@ -175,7 +175,7 @@ def test_select_algorithm_returns_a_registered_auto_contender(case):
     src, weights = np.zeros(src_shape, np.float32), np.zeros(weights_shape, np.float32)
     name = convlab.select_algorithm(src, weights, **attributes)
     assert name in convlab.algorithms()
-    assert convlab.registry.get_algorithm(name).auto
+    assert convlab.dispatch.registry.get_algorithm(name).auto
     explanation = convlab.explain(src, weights, **attributes)
     assert explanation.choice == name
     text = str(explanation)
@@ -210,3 +210,37 @@ def test_explain_honours_threads_and_accepts_shape_only_inputs():
     assert explanation.to_dict()["threads"] == 1
     assert "threads: 1" in str(explanation)
     assert explanation.problem.output_shape == (56, 56)
+
+
+# --------------------------------------------------------------------------- every operation
+
+def test_8bit_problems_are_chosen_by_estimates_in_their_own_registry():
+    """The 8-bit registry's algorithms get estimates and the choice the forward rules give:
+    im2col from a reduction IC/G * prod(K) of 64, direct below (docs/selection.md)."""
+    from convlab.dispatch.registry import INT8
+
+    deep = (np.zeros((1, 8, 8, 16), np.int8), np.zeros((3, 3, 16, 8), np.int8))  # 144
+    shallow = (np.zeros((1, 8, 8, 16), np.int8), np.zeros((1, 1, 16, 8), np.int8))  # 16
+    for arrays, expected in ((deep, "im2col"), (shallow, "direct")):
+        account = convlab.explain(*arrays, threads=1)
+        assert [c.name for c in account.candidates] == INT8.names()
+        assert account.choice == expected == convlab.select_algorithm(*arrays, threads=1)
+        estimated = {c.name: c.estimate.seconds for c in account.candidates}
+        assert all(np.isfinite(estimated[name]) for name in ("direct", "im2col"))
+        plan = convlab.Convolution(arrays[1])
+        assert plan.algorithm_for(arrays[0]) == expected
+        assert plan.explain(arrays[0]).choice == expected
+
+
+def test_transposed_problems_are_chosen_in_their_own_registry():
+    from convlab.dispatch.registry import TRANSPOSED
+    from convlab.ops import transpose
+
+    for strides, expected in ((2, transpose.COL2IM), (1, transpose.FORWARD)):
+        tp = transpose.make_transpose_problem((1, 5, 5, 4), np.float32, (3, 3, 6, 4),
+                                              np.float32, strides=strides)
+        account = transpose.explain(tp, threads=1)
+        assert [c.name for c in account.candidates] == TRANSPOSED.names()
+        assert account.choice == expected
+        contenders = [c.name for c in account.candidates if c.contender]
+        assert contenders == [expected]

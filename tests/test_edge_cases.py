@@ -205,8 +205,8 @@ def test_direct_results_do_not_depend_on_its_input_channel_passes(rng, isa_level
                                                                    per_pass):
     """direct sums the input channels of a dense item in passes of equal size (see cl_plan);
     however they are cut, the result matches the reference."""
-    from convlab.kernels import _direct
     from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
     src, weights, bias, attributes = edge_case(rng, "input-channels-in-two-passes", dtype)
     problem = problem_of(src, weights, bias, attributes)
     previous = _direct.set_pass_size(pass_bytes, min_channels)
@@ -236,9 +236,9 @@ def test_direct_streamed_dst_matches_cached_stores(rng, dtype, case, offset):
     """direct writes a large dst with non-temporal stores (cl_stream_min_bytes), for whole
     vectors at aligned addresses only: forced on for every size, the result is the same,
     bit for bit, as with ordinary stores, whatever dst's alignment."""
-    from convlab import buffers
-    from convlab.kernels import _direct
+    from convlab.runtime import _buffers as buffers
     from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
     src, weights, bias, attributes = edge_case(rng, case, dtype)
     problem = problem_of(src, weights, bias, attributes)
     results = []
@@ -267,8 +267,8 @@ def test_direct_src_prefetch_leaves_results_unchanged(rng, dtype, case):
     """direct prefetches the next pixel block's src in 1x1 convolutions with a large src
     (cl_prefetch_min_bytes), in steps of a cache line: forced on for every size, the result
     is the same, bit for bit, as without, and matches the reference."""
-    from convlab.kernels import _direct
     from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
     src, weights, bias, attributes = edge_case(rng, case, dtype)
     problem = problem_of(src, weights, bias, attributes)
     results = []
@@ -288,7 +288,7 @@ def test_direct_src_prefetch_leaves_results_unchanged(rng, dtype, case):
 def test_pack_dense_reads_any_strides(rng, dtype):
     """direct packs grouped XIO weights through their canonical view, whose groups lie
     OCg apart; strided rows, reversed axes and a contiguous array pack alike."""
-    from convlab.kernels import _direct
+    from convlab.strategies.kernels import _direct
 
     base = rng.standard_normal((3, 5, 4 * 7)).astype(dtype)
     views = {"groups interleaved": base.reshape(3 * 5, 7, 4).transpose(1, 0, 2),

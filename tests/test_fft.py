@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import registry, select, shapes
+from convlab.dispatch import registry, select
+from convlab.problem import shapes
 from convlab.strategies import fft, im2col
 from tests.helpers import assert_matches_reference, problem_of, random_tensors
 
@@ -103,7 +104,7 @@ def test_the_weight_spectrum_is_the_conjugate_transform_of_the_stretched_kernel(
     prepared = registry.get_algorithm("fft").prepare(problem, weights)
     shape = (12, 10)
     got = prepared.spectrum(shape, 1)
-    canonical = convlab.params.canonical_weights(weights, problem)
+    canonical = convlab.problem.params.canonical_weights(weights, problem)
     stretched = np.zeros((2, 9, 7, 2, 2))  # (G, Ke..., ICg, OCg)
     stretched[:, ::2, ::3] = canonical
     want = np.conj(np.fft.rfftn(stretched, s=shape, axes=(1, 2))) / math.prod(shape)

@@ -37,8 +37,11 @@ import pytest
 from hypothesis import event, given, note, strategies as st
 
 import convlab
-from convlab import params, quantized, registry, select, transpose
-from convlab.threads import effective_threads
+from convlab.dispatch import registry, select
+from convlab.dispatch.registry import INT8
+from convlab.ops import transpose
+from convlab.problem import params
+from convlab.runtime.threads import effective_threads
 from tests.fuzz_profiles import fuzz_settings
 from tests.helpers import (
     ALGORITHMS,
@@ -249,7 +252,7 @@ class Geometry:
                         errors=frozenset({ValueError} if definite else ()))
 
     def src_shape(self):
-        return params._data_shape(self.batch, self.in_channels, self.input_shape,
+        return params.user_data_shape(self.batch, self.in_channels, self.input_shape,
                                   self.data_format)
 
 
@@ -846,7 +849,7 @@ def test_select_algorithm_and_explain(call, data):
     problem = problem_of(call.arrays["src"], call.arrays["weights"], call.arrays["bias"],
                          call.attributes)
     if problem.is_quantized:
-        assert name in quantized.ALGORITHMS and quantized.supports(name, problem) is None
+        assert name in INT8.names() and INT8.get(name).supports(problem) is None
     else:
         assert name in convlab.algorithms()
         chosen = registry.get_algorithm(name)
@@ -932,7 +935,7 @@ def unfused(plain, ops, problem, dst_before):
     """The oracle's post-op formulas on a plain result, in its own dtype (so an overflow
     to inf happens where the kernel's does): the plain result, then the value after each
     post-op, the last being the result, in the user's layout."""
-    from convlab import postops
+    from convlab.ops import postops
 
     before = None if dst_before is None else _ncx(dst_before, problem)
     stages = [_ncx(plain, problem).copy()]
@@ -1074,7 +1077,7 @@ def quantized_calls(draw):
                 keywords[broken] = 2**40
         expected = expected | Expected(frozenset({broken}), errors=frozenset({ValueError}))
     _put(keywords, "threads", draw(st.sampled_from(THREADS)))
-    algorithm = draw(weighted((4, st.sampled_from(("auto",) + quantized.ALGORITHMS)),
+    algorithm = draw(weighted((4, st.sampled_from(("auto", *INT8.names()))),
                               (1, st.sampled_from(convlab.algorithms()))))
     keywords["algorithm"] = algorithm
     return Call(g, dict(src=src, weights=weights, bias=bias), attributes, keywords, expected,
@@ -1090,8 +1093,8 @@ def test_int8(call, data):
     algorithm = call.keywords["algorithm"]
     refusal = None
     if problem is not None:
-        refusal = ("not an 8-bit algorithm" if algorithm not in ("auto",) + quantized.ALGORITHMS
-                   else None if algorithm == "auto" else quantized.supports(algorithm, problem))
+        refusal = ("not an 8-bit algorithm" if algorithm not in ("auto", *INT8.names())
+                   else None if algorithm == "auto" else INT8.get(algorithm).supports(problem))
     ops, out, before_values = None, None, None
     if problem is not None and data.draw(st.booleans()):
         ops = data.draw(post_op_chains(problem, exact=True))
@@ -1313,7 +1316,7 @@ def _diff_dst(draw, call: Call, problem, rng):
     """A gradient of the forward dst's shape (a guess of it when the problem is invalid),
     sometimes of the wrong shape."""
     g = call.geometry
-    shape = problem.dst_shape if problem is not None else params._data_shape(
+    shape = problem.dst_shape if problem is not None else params.user_data_shape(
         g.batch, g.out_channels, (1,) * g.rank, g.data_format)
     if draw(weighted((8, st.just(False)), (1, st.just(True)))):
         shape = shape[:-1] + (shape[-1] + 1,)

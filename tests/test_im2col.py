@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import blas
-from convlab.kernels import _im2col
-from convlab.registry import get_algorithm
+from convlab.dispatch.registry import get_algorithm
+from convlab.runtime import blas
 from convlab.strategies import im2col
+from convlab.strategies.kernels import _im2col
 from tests.helpers import assert_matches_reference, problem_of, random_tensors
 
 # (batch, input, kernel, IC, OC, attributes): a spread of paths and geometries.
@@ -270,7 +270,7 @@ def test_fused_post_ops_in_every_mode_and_chunking(rng, monkeypatch, mode, case)
     src, weights, bias, attributes = _tensors(rng, case)
     problem = problem_of(src, weights, bias, attributes)
     monkeypatch.setattr(im2col, "_forced_mode", mode)
-    monkeypatch.setattr(convlab.postops, "finish", None)
+    monkeypatch.setattr(convlab.ops.postops, "finish", None)
     before = rng.standard_normal(problem.dst_shape).astype(np.float32)
     ops = [("sum", 0.5), ("add", rng.standard_normal(problem.out_channels)), "relu"]
     oracle = convlab.reference.convolve(src, weights, bias, post_ops=ops, dst_before=before,

@@ -1,7 +1,7 @@
-"""The instruction-set cap (convlab.cpu, CONVLAB_MAX_CPU_ISA) and every kernel's obedience
+"""The instruction-set cap (convlab.runtime.cpu, CONVLAB_MAX_CPU_ISA) and every kernel's obedience
 to it.
 
-Expectations come from the CPU facts convlab.cpu reports (the levels it supports, the
+Expectations come from the CPU facts convlab.runtime.cpu reports (the levels it supports, the
 levels each kernel has code for), never from one machine's: the same tests hold on an
 AVX-512, an AVX2-only and an aarch64 machine (where only "baseline" exists).
 """
@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import cpu, postops
+from convlab.ops import postops
+from convlab.runtime import cpu
 from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
@@ -30,7 +31,7 @@ from tests.helpers import (
 
 LEVELS = cpu.ISA_LEVELS
 DETECTED = LEVELS.index(cpu.detected_isa())
-KERNELS = pathlib.Path(convlab.__file__).parent / "kernels"
+KERNELS = pathlib.Path(convlab.__file__).parent / "strategies" / "kernels"
 
 
 def _index(level):
@@ -51,7 +52,7 @@ def _import_in_fresh_process(value, code="print(json.dumps(cpu_info()))"):
     if value is not None:
         env["CONVLAB_MAX_CPU_ISA"] = value
     program = ("import json, warnings\nwarnings.simplefilter('always')\nimport convlab\n"
-               "from convlab.cpu import cpu_info, kernel_isa_levels\n" + code)
+               "from convlab.runtime.cpu import cpu_info, kernel_isa_levels\n" + code)
     return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           env=env, cwd=str(pathlib.Path(convlab.__file__).parents[1]),
                           timeout=120, check=False)
@@ -167,16 +168,16 @@ def test_supported_levels_run_from_baseline_to_the_detected_one():
 
 def test_every_dispatching_kernel_module_follows_the_cap():
     """A module that runs kernels with per-level copies (the epilogues, or isa_level.h
-    itself) must register with convlab.cpu; else the cap would not reach it."""
+    itself) must register with convlab.runtime.cpu; else the cap would not reach it."""
     cpu.kernel_isa_levels()  # imports every kernel module
     for source in KERNELS.glob("*.pyx"):
         text = source.read_text()
         runs_levels = ("_epilogue cimport" in text or "isa_level cimport" in text)
         if source.stem == "_runtime":  # only reports what the CPU supports
-            assert "_follow_cap" not in text
+            assert "follow_cap" not in text
             continue
         if runs_levels:
-            assert f"convlab.kernels.{source.stem}" in cpu._followers, source.name
+            assert f"convlab.strategies.kernels.{source.stem}" in cpu._followers, source.name
 
 
 def test_every_kernel_part_runs_at_the_capped_level(isa_level):
@@ -191,8 +192,8 @@ def test_every_kernel_part_runs_at_the_capped_level(isa_level):
 def test_direct_plans_with_the_capped_level(isa_level):
     """With channels enough to fill any vector, direct's plan takes exactly the level in
     effect, and vectors of its width."""
-    from convlab.kernels import _direct
     from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
     src, weights, bias = random_tensors(
         np.random.default_rng(0), batch=1, in_channels=32, out_channels=64, groups=1,
         input_shape=(9, 9), kernel_shape=(3, 3), dtype="float32", data_format="NXC",
@@ -207,8 +208,8 @@ def test_direct_plans_with_the_capped_level(isa_level):
 
 
 def test_winograd_gemm_levels_follow_the_cap(isa_level):
-    from convlab.kernels import _winograd
     from convlab.strategies import winograd
+    from convlab.strategies.kernels import _winograd
     widest = _index(cpu.kernel_isa_levels()["winograd_gemm"]["now"])
     assert _winograd.gemm_levels() == list(range(widest + 1))
     assert winograd.current_gemm_level() == widest
@@ -219,9 +220,9 @@ def test_winograd_gemm_levels_follow_the_cap(isa_level):
 
 
 def test_winograd_refuses_a_gemm_level_above_the_cap(restore_cap):
-    from convlab import params
-    from convlab.kernels import _winograd
+    from convlab.problem import params
     from convlab.strategies import winograd
+    from convlab.strategies.kernels import _winograd
     widest = max(_winograd.gemm_levels())
     if widest == 0:
         pytest.skip("only the baseline GEMM level exists on this machine or build")
@@ -339,9 +340,9 @@ def test_explain_names_the_cpu_its_caches_and_the_level(restore_cap):
 def test_the_constants_in_force_follow_the_cap():
     """Estimates use the constants of the level the kernels run at: capping the level
     changes the set (shipped or calibrated) and keys out choices made before."""
-    from convlab import cost_model
+    from convlab.dispatch import cost_model
 
-    for level in convlab.cpu.supported_levels():
-        with convlab.cpu.max_isa(level):
+    for level in convlab.runtime.cpu.supported_levels():
+        with convlab.runtime.cpu.max_isa(level):
             assert cost_model.in_force(2).isa == level
             assert cost_model.generation()[1] == level

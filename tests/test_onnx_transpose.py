@@ -20,7 +20,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import convlab  # noqa: E402
-from convlab import transpose  # noqa: E402
+from convlab.ops import transpose  # noqa: E402
 from tests.onnx_cases import (  # noqa: E402
     MODEL_ROOT,
     attribute_kinds,

@@ -50,7 +50,7 @@ def test_weights_are_prepared_once_per_algorithm_and_dtype(rng):
         return weights * 1  # a fresh array, as a real packing would be
 
     def run(problem, src, weights, bias, dst, threads):
-        convlab.registry.get_algorithm("reference").run(problem, src, weights, bias, dst,
+        convlab.dispatch.registry.get_algorithm("reference").run(problem, src, weights, bias, dst,
                                                         threads)
 
     src, weights, bias = _tensors(rng)

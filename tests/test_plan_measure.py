@@ -1,7 +1,7 @@
 """Plans that check their choice (``Convolution(..., choose="measure")``): on the first call
 for a shape they time the contenders whose estimates are close and keep the fastest.
 
-Timings are made deterministic by replacing ``convlab.measure.clock`` with a counter that
+Timings are made deterministic by replacing ``convlab.dispatch.measure.clock`` with a counter that
 the algorithms under test advance by a set amount per run; nothing here depends on how
 fast this machine runs any kernel.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import cost_model, measure, registry, select
+from convlab.dispatch import cost_model, measure, registry, select
 from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
@@ -262,7 +262,7 @@ def test_the_first_call_returns_the_measured_winners_result(rng, monkeypatch, cl
             original.run(*args, **kwargs)
             clock.now += 1e-3 if original.name == algorithm else 5e-3
 
-        monkeypatch.setitem(registry._REGISTRY, name, dataclasses.replace(original, run=run))
+        monkeypatch.setitem(registry.FORWARD.by_name, name, dataclasses.replace(original, run=run))
     plan = convlab.Convolution(weights, bias, threads=2, **ATTRIBUTES)
     first = plan(src)
     assert plan.algorithm_for(src) == algorithm

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import postops
+from convlab.ops import postops
 from tests.helpers import ALGORITHMS, problem_of, random_tensors, skip_unless_supported
 
 ELTWISE = [("relu",), ("relu", 0.1), ("tanh",), ("sigmoid",), ("elu", 0.7), ("gelu_erf",),
@@ -202,7 +202,7 @@ def test_fused_post_ops_match_the_output_stage(rng, monkeypatch, algorithm, case
                                       algorithm=algorithm, **attributes)
         scale = np.abs(staged).max()
         np.testing.assert_allclose(got, staged, rtol=tol, atol=tol * scale, err_msg=name)
-        if convlab.registry.get_algorithm(algorithm).relative_error_for(problem):
+        if convlab.dispatch.registry.get_algorithm(algorithm).relative_error_for(problem):
             # a transform-domain algorithm: its own bound against the oracle is checked
             # by the registry suites; here it only has to agree with its staged self
             continue
@@ -211,7 +211,8 @@ def test_fused_post_ops_match_the_output_stage(rng, monkeypatch, algorithm, case
         np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-4 * scale, err_msg=name)
 
 
-FUSING = [name for name in ALGORITHMS if convlab.registry.get_algorithm(name).fuse_post_ops]
+FUSING = [name for name in ALGORITHMS
+          if convlab.dispatch.registry.get_algorithm(name).fuse_post_ops]
 
 
 @pytest.mark.parametrize("case", list(FUSION_PROBLEMS))
@@ -222,7 +223,7 @@ def test_fusing_algorithms_skip_the_output_stage(rng, monkeypatch, algorithm, ca
     src, weights, bias, attributes = _fusion_case(rng, case, "float32", "NXC")
     problem = problem_of(src, weights, bias, attributes)
     skip_unless_supported(algorithm, problem)
-    chosen = convlab.registry.get_algorithm(algorithm)
+    chosen = convlab.dispatch.registry.get_algorithm(algorithm)
 
     def no_stage(*args, **kwargs):
         raise AssertionError("post-ops ran in the output stage")
@@ -247,11 +248,11 @@ def test_half_results_keep_the_output_stage(rng):
     half = problem_of(src.astype(np.float16), weights.astype(np.float16), None, attributes)
     ops = postops.parse(["relu"], half)
     assert "float16" in postops.fusion_blocker(half, ops)
-    assert postops.epilogue(half, ops, convlab.registry.get_algorithm("direct")) is None
+    assert postops.epilogue(half, ops, convlab.dispatch.registry.get_algorithm("direct")) is None
 
 
 def test_epilogue_rejects_operands_it_cannot_index():
-    from convlab.kernels._epilogue import Epilogue
+    from convlab.strategies.kernels._epilogue import Epilogue
 
     good = np.zeros((1, 1, 6), np.float32)
     assert len(Epilogue([("add", (), good)], None, (2, 5, 6), np.float32)) == 1

@@ -8,7 +8,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 import convlab  # noqa: E402
-from convlab import registry  # noqa: E402
+from convlab.dispatch import registry  # noqa: E402
 from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, random_tensors  # noqa: E402
 
 AUTO_PADS = ["none", "same_upper", "same_lower", "valid", "NOTSET", "SAME_UPPER", "SAME_LOWER",

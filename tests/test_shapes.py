@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import shapes
-from convlab.params import make_problem
-from convlab.shapes import Layer, parse_descriptor
+from convlab.problem import shapes
+from convlab.problem.params import make_problem
+from convlab.problem.shapes import Layer, parse_descriptor
 
 # Active descriptor lines per file, as counted in shapes/README.txt.
 ACTIVE_LINES = {
@@ -247,7 +247,7 @@ def test_layer_is_frozen():
 def test_demo_numpy_baseline_matches_the_reference_on_dilated_and_1d_layers():
     # The demo's yardstick must be right on every geometry the files hold: 1-D to 3-D,
     # dilation, groups, asymmetric and negative derived pads.
-    from convlab.demo import numpy_baseline
+    from convlab.cli.demo import numpy_baseline
 
     for layer in shapes.load_suite("dilated", mb=1) + shapes.load_suite("1d", mb=1):
         src, weights, _ = layer.arrays(seed=3)

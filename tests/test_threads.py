@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab.kernels import _runtime
-from convlab.threads import available_cores
+from convlab.runtime.threads import available_cores
+from convlab.strategies.kernels import _runtime
 from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
@@ -137,7 +137,7 @@ def _in_subprocess(omp_num_threads, code):
 ])
 def test_default_honours_omp_num_threads(omp_num_threads, expected):
     out = _in_subprocess(omp_num_threads, "print(convlab.effective_threads(), "
-                         "convlab.effective_threads(2), convlab.threads.available_cores())")
+                         "convlab.effective_threads(2), convlab.runtime.threads.available_cores())")
     default, explicit, cores = (int(v) for v in out)
     assert default == expected(cores)
     assert explicit == 2  # an explicit count wins over the environment
@@ -147,7 +147,7 @@ def test_default_honours_omp_num_threads(omp_num_threads, expected):
                          ids=["superscript", "5000 digits", "underscore", "word"])
 def test_omp_num_threads_that_is_not_a_count_is_ignored(omp_num_threads):
     out = _in_subprocess(omp_num_threads, "print(convlab.effective_threads(), "
-                         "convlab.threads.available_cores())")
+                         "convlab.runtime.threads.available_cores())")
     default, cores = (int(v) for v in out)
     assert 1 <= default <= cores
 
@@ -175,7 +175,7 @@ def test_core_round_trip_is_measured_or_declined():
 def test_blas_limit_holds_every_blas_at_the_count_and_restores_it():
     from threadpoolctl import threadpool_info
 
-    from convlab.threads import blas_limit
+    from convlab.runtime.threads import blas_limit
 
     def blas_counts():
         return [info["num_threads"] for info in threadpool_info()

@@ -1,7 +1,7 @@
 """``convlab.conv_transpose`` against a float64 scatter oracle and torch, through every path.
 
 The oracle below is docs/specification.md §5.1 read literally (every src element scatters
-a weighted kernel into dst); it shares no code with ``convlab.transpose``, which computes
+a weighted kernel into dst); it shares no code with ``convlab.ops.transpose``, which computes
 the same thing as a forward convolution on a stretched input or as GEMM + col2im.
 """
 from __future__ import annotations
@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import params, select, transpose
-from convlab.threads import effective_threads
+from convlab.dispatch import select
+from convlab.ops import transpose
+from convlab.problem import params
+from convlab.runtime.threads import effective_threads
 from tests.helpers import (
     ALGORITHMS,
     MUTATES_REGISTRY,
@@ -299,7 +301,7 @@ def test_algorithm_run_names_what_auto_runs(shape, precision):
 def test_a_registered_strategy_receives_the_stretched_forward_problem(strides):
     """Proves conv_transpose runs through the registry: a counting mock sees the call."""
     seen = []
-    reference_run = convlab.registry.get_algorithm("reference").run
+    reference_run = convlab.dispatch.registry.get_algorithm("reference").run
 
     def counting(problem, src, weights, bias, dst, threads):
         seen.append(problem)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab.registry import get_algorithm
+from convlab.dispatch.registry import get_algorithm
 from tests.helpers import random_tensors, temporary_algorithm
 
 pytestmark = pytest.mark.thread_unsafe(
@@ -121,7 +121,7 @@ def test_a_stored_winner_that_cannot_run_here_is_tuned_again(rng, tmp_path, stor
     # a 5-tap kernel: unknown names and Winograd (3-tap only) cannot run it
     src = rng.standard_normal((1, 9, 2)).astype(np.float32)
     weights = rng.standard_normal((5, 2, 2)).astype(np.float32)
-    key = convlab.tune.tune_key(convlab.make_problem(src.shape, src.dtype, weights.shape,
+    key = convlab.dispatch._tune.tune_key(convlab.make_problem(src.shape, src.dtype, weights.shape,
                                                      weights.dtype, None, None), 1, "default")
     path = tmp_path / "tuned.json"
     path.write_text(json.dumps({key: {"choice": stored, "seconds": {stored: 1e-9}}}))

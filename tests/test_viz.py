@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import registry, viz
+from convlab import viz
+from convlab.dispatch import registry
 from convlab.viz import probe, render
 from tests.helpers import run_python_in_checkout
 

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import cost_model, select, viz, winograd_transforms as wt
-from convlab.strategies import im2col as im2col_strategy
+from convlab import viz
+from convlab.dispatch import cost_model, select
+from convlab.strategies import im2col as im2col_strategy, winograd_transforms as wt
 from convlab.viz import selection as vselection, winograd as vwinograd
 from tests.helpers import run_python_in_checkout
 

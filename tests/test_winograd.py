@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab import buffers, params, select, winograd_transforms as wt
-from convlab.kernels import _winograd
-from convlab.strategies import winograd
+from convlab.dispatch import select
+from convlab.problem import params
+from convlab.runtime import _buffers as buffers
+from convlab.strategies import winograd, winograd_transforms as wt
+from convlab.strategies.kernels import _winograd
 from tests.helpers import assert_matches_reference, to_data_format, to_weights_format
 
 VARIANTS = [f"winograd{m}" for m in winograd.TILE_SIZES]
@@ -288,7 +290,7 @@ def test_prepared_weights_serve_many_inputs(rng, algorithm):
     src, weights, bias, attributes = make_case(rng, "batch")
     problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                    bias.shape, bias.dtype, **attributes)
-    algo = convlab.registry.get_algorithm(algorithm)
+    algo = convlab.dispatch.registry.get_algorithm(algorithm)
     prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
     for seed in range(3):
         src = np.random.default_rng(seed).standard_normal(src.shape).astype(np.float32)
@@ -319,7 +321,7 @@ def test_fused_first_run_equals_later_runs(rng, monkeypatch, request, algorithm,
     m = TILE[algorithm]
     b = winograd.blocking(m, problem, threads)
     assert winograd.fused_weights(m, problem, b)
-    algo = convlab.registry.get_algorithm(algorithm)
+    algo = convlab.dispatch.registry.get_algorithm(algorithm)
     prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
     canonical_src = params.canonical_src(src, problem)
     results = []
@@ -362,7 +364,7 @@ def test_fused_blocks_of_panels_give_the_bits_of_stored_u(rng, monkeypatch, requ
     if (threads, block_panels, m) == (8, 1000, 2):
         # 7 threads share one block's 4 rows of F(2) positions: each row goes in 2 parts
         assert _winograd.fused_row_parts(b.threads, blocks * (m + 2), m + 2) == 2
-    algo = convlab.registry.get_algorithm(algorithm)
+    algo = convlab.dispatch.registry.get_algorithm(algorithm)
     prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
     canonical_src = params.canonical_src(src, problem)
     results = []
@@ -382,7 +384,7 @@ def test_weights_are_transformed_once_by_the_first_run(rng):
     src, weights, bias, attributes = make_case(rng, "vector_channels")
     problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                    bias.shape, bias.dtype, **attributes)
-    algo = convlab.registry.get_algorithm("winograd4")
+    algo = convlab.dispatch.registry.get_algorithm("winograd4")
     prepared = algo.prepare_weights(problem, params.canonical_weights(weights, problem))
     assert prepared._transformed is None
     dst = np.empty(problem.dst_shape, np.float32)
@@ -561,7 +563,7 @@ def test_workspace_limit_rejects_nonsense():
 def test_unsupported_problems_say_why(algorithm, src_shape, weights_shape, attributes, reason):
     problem = convlab.make_problem(src_shape, np.float32, weights_shape, np.float32,
                                    **attributes)
-    got = convlab.registry.get_algorithm(algorithm).supports(problem)
+    got = convlab.dispatch.registry.get_algorithm(algorithm).supports(problem)
     assert got is not None and got.startswith(reason), got
     src, weights = np.zeros(src_shape, np.float32), np.zeros(weights_shape, np.float32)
     with pytest.raises(ValueError, match="cannot run this problem"):
@@ -576,7 +578,7 @@ def test_supported_problems(algorithm):
             ((1, 4, 5, 6, 2), (3, 3, 3, 2, 2), {})]:
         problem = convlab.make_problem(src_shape, np.float32, weights_shape, np.float32,
                                        **attributes)
-        assert convlab.registry.get_algorithm(algorithm).supports(problem) is None
+        assert convlab.dispatch.registry.get_algorithm(algorithm).supports(problem) is None
 
 
 # --------------------------------------------------------------------------- accuracy
@@ -639,7 +641,7 @@ def test_cost_estimate_counts_the_gemm_work(algorithm):
     m = TILE[algorithm]
     problem = convlab.make_problem((1, 12 * 4, 12 * 4, 64), np.float32, (3, 3, 64, 32),
                                    np.float32, pads_begin=1, pads_end=1)
-    estimate = convlab.registry.get_algorithm(algorithm).cost(problem, 2)
+    estimate = convlab.dispatch.registry.get_algorithm(algorithm).cost(problem, 2)
     tiles = (48 // m) ** 2
     gemm = winograd.gemm_flops(m, problem)
     assert gemm == 2 * (m + 2) ** 2 * tiles * 64 * 32

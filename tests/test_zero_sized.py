@@ -44,7 +44,7 @@ def test_empty_batch_gives_an_empty_result(algorithm, dtype, layout, geometry):
     problem = convlab.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                    bias.shape, bias.dtype, **attributes)
     if algorithm in ALGORITHMS:
-        reason = convlab.registry.get_algorithm(algorithm).supports(problem)
+        reason = convlab.dispatch.registry.get_algorithm(algorithm).supports(problem)
         if reason is not None:
             with pytest.raises(ValueError, match="algorithm="):
                 convlab.convolve(src, weights, bias, algorithm=algorithm, **attributes)

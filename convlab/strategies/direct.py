@@ -7,7 +7,7 @@ and other 1-D and 2-D batches as one image whose depth slices are the batch entr
 the kernel's runs of pixels also span batch entries.
 
 ``prepare_weights`` repacks the canonical (G, K..., IC/G, OC/G) weights for the
-microkernels (see ``convlab/kernels/_direct.pyx``): the channel axis the kernel
+microkernels (see ``convlab/strategies/kernels/_direct.pyx``): the channel axis the kernel
 vectorises over is zero-padded to 64 bytes, and depthwise weights become (K..., C)
 so that consecutive channels sit next to each other, as they do in NXC src.
 """
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convlab import cost_model, cpu
-from convlab.kernels import _direct
-from convlab.registry import register_algorithm
+from convlab.dispatch import cost_model
+from convlab.dispatch.registry import register_algorithm
+from convlab.runtime import cpu
+from convlab.strategies.kernels import _direct
 
 KERNEL_RANK = 3
 # 1-D and 2-D batches run as the depth slices of one image, so that a run of pixels (and a
@@ -151,7 +152,7 @@ def kernel_cut(problem, threads) -> dict:
 
 
 def cost_terms(problem, threads) -> dict:
-    """The work of one run, as :mod:`convlab.cost_model` terms (per thread where parallel),
+    """The work of one run, as :mod:`convlab.dispatch.cost_model` terms (per thread where parallel),
     and details for ``explain``.
 
     Multiply-adds are counted over the channel axis as the kernel pads it (whole 64-byte
@@ -183,7 +184,7 @@ def cost_terms(problem, threads) -> dict:
     # in half of it, from further out beyond that (small images on wide layers, res5*).
     # The kernel copies a pass's weights per channel chunk (cl_geom.wpack), so those
     # re-reads hit L1 when OC/G spans several chunks; the fitted constant of each kind of
-    # stream absorbs that (convlab/cost_constants/ names the timings it was fitted on).
+    # stream absorbs that (convlab/dispatch/cost_constants/ names the timings it was fitted on).
     streamed = weight_bytes * -(-problem.batch * problem.output_size // PIXELS_PER_BLOCK)
     cached = weight_bytes <= CACHED_WEIGHT_BYTES
     terms = {"call": 1.0, "dense_flops": 0.0, "depthwise_flops": 0.0,

@@ -74,10 +74,10 @@ from typing import Any
 import numpy as np
 import scipy.fft as sfft
 
-from convlab import cost_model
-from convlab.registry import get_algorithm, register_algorithm
+from convlab.dispatch import cost_model
+from convlab.dispatch.registry import get_algorithm, register_algorithm
+from convlab.runtime.threads import available_cores, blas_limit
 from convlab.strategies import im2col
-from convlab.threads import available_cores, blas_limit
 
 # --------------------------------------------------------------------------- constants
 
@@ -750,7 +750,7 @@ def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
 # --------------------------------------------------------------------------- cost
 
 def cost_terms(problem, threads) -> tuple:
-    """The work of one ``convolve`` call, as :mod:`convlab.cost_model` terms, and details
+    """The work of one ``convolve`` call, as :mod:`convlab.dispatch.cost_model` terms, and details
     for ``explain``. Transforms and the contraction run on ``threads`` threads; the
     gathers, crops and per-block calls on one."""
     t = tiling(problem)

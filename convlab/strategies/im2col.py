@@ -38,7 +38,7 @@ panel and then split the GEMM by output channels (``cols`` mode). The BLAS threa
 is set to 1 for the call through threadpoolctl, and restored afterwards.
 
 BLAS: OpenBLAS from the scipy-openblas32 package when it is installed (a dependency), else
-SciPy's ``cython_blas``; :mod:`convlab.blas` says why, and ``gemm_library`` which one runs.
+SciPy's ``cython_blas``; :mod:`convlab.runtime.blas` says why, and ``gemm_library`` which one runs.
 """
 from __future__ import annotations
 
@@ -53,9 +53,10 @@ from typing import Any
 
 import numpy as np
 
-from convlab import blas, cost_model, cpu
-from convlab.registry import register_algorithm
-from convlab.threads import available_cores
+from convlab.dispatch import cost_model
+from convlab.dispatch.registry import register_algorithm
+from convlab.runtime import blas, cpu
+from convlab.runtime.threads import available_cores, blas_libraries
 
 # --------------------------------------------------------------------------- workspace limit
 
@@ -168,7 +169,7 @@ MIN_GEMM_ROWS = 256
 # channels then makes every thread read the panel rows the others unfolded, and where the
 # two cores share no cache that exchange doubled the time (the slow spells: a cache line
 # took 0.34 us to go between the cores and back instead of about 0.1 us, measured as
-# convlab.kernels._runtime.core_round_trip does). Split by rows, each thread multiplies the
+# kernels._runtime.core_round_trip does). Split by rows, each thread multiplies the
 # rows it unfolded. On an AMD EPYC (Zen 4),
 # im2col one-shot at 2 threads, time with 64 / with 256 over the 19 layers it changes
 # (bench/ab_constant.py; bench/results/panel_gemm_rows_2026-11-25_epyc-zen4.txt): geo-mean
@@ -217,7 +218,7 @@ MODE_NAMES = {MODE_ROWS: "rows", MODE_COLS: "cols", MODE_BLAS: "blas"}
 
 _kernel_module = None
 gemm_library: dict[str, Any] = {}
-"""The BLAS the kernel multiplies with (:mod:`convlab.blas`): name, version, path."""
+"""The BLAS the kernel multiplies with (:mod:`convlab.runtime.blas`): name, version, path."""
 
 
 def _kernel():
@@ -225,13 +226,13 @@ def _kernel():
     noticeable part of a second, and ``import convlab`` should not pay for that."""
     global _kernel_module
     if _kernel_module is None:
-        from convlab.kernels import _im2col as kernel
+        from convlab.strategies.kernels import _im2col as kernel
 
         theirs = (kernel.PATH_DIRECT, kernel.PATH_GATHER, kernel.PATH_UNFOLD,
                   kernel.MODE_ROWS, kernel.MODE_COLS, kernel.MODE_BLAS)
         ours = (PATH_DIRECT, PATH_GATHER, PATH_UNFOLD, MODE_ROWS, MODE_COLS, MODE_BLAS)
         if theirs != ours:
-            raise ImportError(f"convlab.kernels._im2col plan codes {theirs} do not match "
+            raise ImportError(f"kernels._im2col plan codes {theirs} do not match "
                               f"convlab.strategies.im2col's {ours}; rebuild the kernels")
         gemm_library.update(blas.install(kernel))
         _kernel_module = kernel
@@ -451,28 +452,13 @@ _blas_libraries = None
 
 
 def _blas_controllers():
-    """threadpoolctl controllers of the BLAS libraries the kernel may call, found once.
-
-    A ThreadpoolController scans every loaded library (milliseconds); getting or setting
-    a count on the controllers it found is one C call each (about a microsecond), so the
-    scan is done once, after the kernel has loaded its BLAS. That is the library at
-    ``gemm_library["path"]`` when there is one. SciPy's ``cython_blas`` takes 32-bit ints,
-    so a BLAS with 64-bit-int symbols (NumPy's ``...64_``) is not the one it calls and is
-    left alone; if that rule leaves nothing, every BLAS is controlled.
-    """
+    """The controllers of the BLAS libraries the kernel may call (the library at
+    ``gemm_library["path"]`` when there is one: :func:`convlab.runtime.threads.blas_libraries`),
+    picked once, after the kernel has loaded its BLAS."""
     global _blas_libraries
     if _blas_libraries is None:
         _kernel()
-        from threadpoolctl import ThreadpoolController
-
-        found = [lib for lib in ThreadpoolController().lib_controllers
-                 if lib.user_api == "blas"]
-        path = gemm_library.get("path")
-        ours = [lib for lib in found
-                if path is not None and os.path.realpath(lib.filepath) == path]
-        lp64 = [lib for lib in found
-                if "64" not in str(getattr(lib, "_symbol_suffix", ""))]
-        _blas_libraries = ours or lp64 or found
+        _blas_libraries = blas_libraries(gemm_library.get("path"))
     return _blas_libraries
 
 
@@ -550,7 +536,7 @@ def _efficiency(d: float) -> float:
 
 
 def cost_terms(problem, threads) -> dict:
-    """The work of one run, as :mod:`convlab.cost_model` terms, and the plan behind them."""
+    """The work of one run, as :mod:`~convlab.dispatch.cost_model` terms, and their plan."""
     # The fitted constants predate the small-GEMM row cut, and its chunks make many more
     # calls that pack nothing: the terms are those of the packed plan, the slower one
     # wherever it was measured (SMALL_GEMM_MNK), until the constants are refitted with

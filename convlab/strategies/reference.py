@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from convlab import reference as oracle
-from convlab.registry import Estimate, register_algorithm
+from convlab.dispatch.registry import Estimate, register_algorithm
 
 
 def _cost(problem, threads):

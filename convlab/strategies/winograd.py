@@ -1,7 +1,7 @@
 """``winograd2``, ``winograd4``, ``winograd6``: Winograd F(m x m, 3 x 3) convolution.
 
 One algorithm per output tile m. 2-D problems use F(m x m, 3x3), 1-D ones F(m, 3) and
-3-D ones F(m x m x m, 3x3x3): the 1-D transforms of :mod:`convlab.winograd_transforms`
+3-D ones F(m x m x m, 3x3x3): the 1-D transforms of :mod:`convlab.strategies.winograd_transforms`
 nested along every axis. A tile of m^r outputs needs alpha^r products per (ic, oc) pair
 (alpha = m + 2) instead of (3m)^r, so the multiply count drops by (3m / alpha)^r, at a
 cost in float32 accuracy that grows with m (see ``MEASURED_RELATIVE_ERROR``).
@@ -12,7 +12,7 @@ The steps, with P = alpha^r transform positions:
   the compute dtype, packed in panels of output channels for the GEMM micro-kernel of
   this CPU, on the first run (with that call's ``threads``: the registry's hook has no
   thread count). A plan pays for it once; ``convolve`` on every call.
-* ``run``: the Cython kernel :mod:`convlab.kernels._winograd` transforms input tiles,
+* ``run``: the Cython kernel :mod:`convlab.strategies.kernels._winograd` transforms input tiles,
   runs P GEMMs [tiles x ICg] x [ICg x OCg] per block of tiles, and transforms back, with
   ``threads`` OpenMP threads. The GEMMs use the kernel's own micro-kernels on U packed
   once by ``prepare_weights``, not BLAS: with batch-1 tile counts they have few rows, and
@@ -40,10 +40,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convlab import buffers, cost_model, cpu, winograd_transforms as wt
-from convlab.kernels import _winograd
-from convlab.registry import get_algorithm, register_algorithm
-from convlab.threads import effective_threads
+from convlab.dispatch import cost_model
+from convlab.dispatch.registry import get_algorithm, register_algorithm
+from convlab.runtime import _buffers as buffers, cpu
+from convlab.runtime.threads import effective_threads
+from convlab.strategies import winograd_transforms as wt
+from convlab.strategies.kernels import _winograd
 
 TILE_SIZES = (2, 4, 6)
 MAX_RANK = 3
@@ -123,7 +125,7 @@ MIN_FLOPS_PER_THREAD = 2_000_000
 # Relative error ||y - ref|| / ||ref|| against the float64 reference on N(0, 1) data,
 # float32, 2-D 3x3 with pads 1, the worst over spatial extents 7..56, per IC; "direct"
 # for comparison. Produced by ``python bench/winograd_accuracy.py`` (which prints this
-# dict and writes the full table to convlab/winograd_accuracy.md);
+# dict and writes the full table to convlab/strategies/winograd_accuracy.md);
 # tests/test_winograd.py asserts each variant stays within 4x of its entry.
 MEASURED_RELATIVE_ERROR = {
     "direct": {16: 2.2e-07, 64: 4.3e-07, 256: 8.5e-07, 512: 1.2e-06},
@@ -167,7 +169,7 @@ _gemm_level_asked: int | None = None
 
 def current_gemm_level() -> int:
     """The GEMM micro-kernel level runs use now: the widest this CPU has within the
-    instruction-set cap (convlab.cpu), or the lower one :func:`gemm_level` asked for."""
+    instruction-set cap (convlab.runtime.cpu), or the lower one :func:`gemm_level` asked for."""
     widest = max(_winograd.gemm_levels())
     return widest if _gemm_level_asked is None else min(_gemm_level_asked, widest)
 
@@ -412,7 +414,7 @@ def channel_chunk(m: int, problem) -> int:
 class Blocking:
     """How a run cuts its tiles: ``block`` tiles at a time, ``channel_chunk`` channels per
     generic tile transform, ``threads`` started, and whether the threads share each block
-    (``shared``) or take whole blocks each (see :mod:`convlab.kernels._winograd`)."""
+    (``shared``) or take whole blocks each (see :mod:`convlab.strategies.kernels._winograd`)."""
 
     block: int
     channel_chunk: int
@@ -670,7 +672,7 @@ SHORT_GEMM_ROWS = 16
 
 
 def cost_terms(m: int, problem, threads) -> tuple:
-    """The work of one ``convolve`` call, as :mod:`convlab.cost_model` terms (per thread),
+    """The work of one ``convolve`` call, as :mod:`convlab.dispatch.cost_model` terms (per thread),
     and details for ``explain``. The weight transform is counted because a one-shot call
     pays it every time; a plan pays it once."""
     g_flops, t_flops = gemm_flops(m, problem), transform_flops(m, problem)

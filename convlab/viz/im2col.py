@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convlab import params
-from convlab.params import ConvProblem
+from convlab.problem import params
+from convlab.problem.params import ConvProblem
 from convlab.strategies import im2col as strategy
 from convlab.viz import render
 

@@ -3,7 +3,8 @@
 A C-contiguous array stores its last axis fastest. NCX (N, C, X...) therefore keeps
 each channel's whole image together, while NXC (N, X..., C) keeps the channels of one
 pixel together. The offsets here are produced by the same conversion convlab applies at
-its boundary (:func:`convlab.params.canonical_src`, :func:`~convlab.params.canonical_weights`):
+its boundary (:func:`convlab.problem.params.canonical_src`,
+:func:`~convlab.problem.params.canonical_weights`):
 an array whose values are their own memory offsets is read in the user's format and
 re-indexed logically, as docs/specification.md §1.1 indexes ``src[n, c, x...]`` and
 ``weights[oc, ic, k...]``.
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from convlab import params
+from convlab.problem import params
 from convlab.viz import render
 
 
@@ -34,7 +35,7 @@ def src_offsets(batch: int, in_channels: int, spatial: Sequence[int],
     """
     spatial = tuple(spatial)
     problem = params.make_problem(
-        params._data_shape(batch, in_channels, spatial, params.parse_data_format(data_format)),
+        params.user_data_shape(batch, in_channels, spatial, params.parse_data_format(data_format)),
         np.float64, (*(1,) * len(spatial), in_channels, 1), np.float64,
         data_format=data_format)
     canonical = params.canonical_src(_own_offsets(problem.src_shape), problem)  # (N, X..., C)
@@ -57,7 +58,7 @@ def weights_offsets(out_channels: int, in_channels: int, kernel: Sequence[int], 
     icg = in_channels // groups if groups >= 1 else in_channels
     problem = params.make_problem(
         (1, *kernel, in_channels), np.float64,
-        params._weights_shape(out_channels, icg, kernel, fmt), np.float64,
+        params.user_weights_shape(out_channels, icg, kernel, fmt), np.float64,
         groups=groups, weights_format=fmt)
     grouped = params.canonical_weights(_own_offsets(problem.weights_shape), problem)
     # (G, K..., ICg, OCg) -> (G, OCg, ICg, K...) -> (OC, ICg, K...)

@@ -1,7 +1,7 @@
 """Maps of the automatic choice: which algorithm wins where, estimated and timed.
 
-A *crossover map* asks the selector (:func:`convlab.select.assess` and
-:func:`convlab.select.choose`, the functions behind ``algorithm="auto"``,
+A *crossover map* asks the selector (:func:`convlab.dispatch.select.assess` and
+:func:`convlab.dispatch.select.choose`, the functions behind ``algorithm="auto"``,
 :func:`convlab.select_algorithm` and :func:`convlab.explain`) for its pick on a grid of
 layers: square src ``(N, H, H, C)`` with ``C`` input and output channels, a ``K x K``
 kernel with "same" pads, for each thread count. A *measured map* times every
@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import convlab
-from convlab import params, select
+from convlab.dispatch import select
+from convlab.problem import params
 from convlab.viz import render
 
 
@@ -38,7 +39,7 @@ class CrossoverMap:
     seconds : dict of str to numpy.ndarray
         Per algorithm, seconds at each grid point (``inf`` where it is not a contender):
         for an estimated map the estimates as ``explain`` shows them; auto compares them
-        times 1 + each algorithm's selection margin (:mod:`convlab.cost_model`).
+        times 1 + each algorithm's selection margin (:mod:`convlab.dispatch.cost_model`).
     """
 
     channels: tuple[int, ...]

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import convlab
-from convlab import transpose as _transpose
-from convlab.transpose import TransposeProblem
+from convlab.ops import transpose as _transpose
+from convlab.ops.transpose import TransposeProblem
 from convlab.viz import render
 from convlab.viz.windows import Windows, windows
 
@@ -56,7 +56,7 @@ class Scatter:
 
     Attributes
     ----------
-    problem : convlab.transpose.TransposeProblem
+    problem : convlab.ops.transpose.TransposeProblem
         The resolved problem (N = IC = OC = 1); ``output_shape`` and ``auto_pad`` are
         already turned into ``pads_begin``/``pads_end``.
     targets : numpy.ndarray of int, shape ``(*I, *K, r)``

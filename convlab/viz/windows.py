@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import convlab
-from convlab.params import ConvProblem
+from convlab.problem.params import ConvProblem
 from convlab.viz import probe, render
 
 

@@ -8,7 +8,7 @@ For one alpha x alpha input tile ``d`` (alpha = m + 2) and a 3 x 3 filter ``g``:
     Y = A^T M A          (output transform: the m x m outputs)
 
 and ``Y`` is the valid cross-correlation of ``d`` with ``g``. The matrices are those of
-:mod:`convlab.winograd_transforms` (generated in exact rational arithmetic), ``U`` is
+:mod:`convlab.strategies.winograd_transforms` (generated in exact rational arithmetic), ``U`` is
 read back from the weights the ``winograd{m}`` strategy prepares, and ``Y`` is checked
 against :func:`convlab.reference.convolve` and against the strategy's own run on the
 same tile.
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 import convlab
-from convlab import params, registry, winograd_transforms as wt
-from convlab.strategies import winograd as strategy
+from convlab.dispatch import registry
+from convlab.problem import params
+from convlab.strategies import winograd as strategy, winograd_transforms as wt
 from convlab.viz import render
 
 
@@ -234,7 +235,7 @@ def plot_relative_errors(errors: dict, channels: Sequence[int], *, table: dict |
     """Measured relative error per algorithm against IC (log scale). ``table`` (e.g.
     ``convlab.strategies.winograd.MEASURED_RELATIVE_ERROR``) adds the library's published
     values as hollow markers, for the ICs it lists; ``bound`` draws a horizontal line
-    (e.g. ``convlab.select.DEFAULT_RELATIVE_ERROR_BOUND``).
+    (e.g. ``convlab.dispatch.select.DEFAULT_RELATIVE_ERROR_BOUND``).
 
     Returns
     -------

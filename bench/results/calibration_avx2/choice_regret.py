@@ -9,7 +9,8 @@ cache, files = sys.argv[1], sys.argv[2:]
 os.environ["CONVLAB_CACHE_DIR"] = cache
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 import convlab
-from convlab import shapes, cost_model
+from convlab.problem import shapes
+from convlab.dispatch import cost_model
 algs = ["direct", "im2col", "winograd2", "winograd4", "winograd6", "auto"]
 times = {}
 for f in files:

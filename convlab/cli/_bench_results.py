@@ -1,0 +1,164 @@
+"""The figures a bench run's results give: the contenders timed on a layer, and their
+regret, fastest, first-call and network totals (:mod:`convlab.cli.benchmark`)."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class Contender:
+    label: str
+    kind: str  # "convlab", "torch", "onnxruntime" or "gemm"
+    call: Callable[[], object] | None = None  # None: cannot run this layer
+    why_not: str = ""
+    to_nxc: Callable[[object], np.ndarray] = lambda result: result
+    times: list[float] = field(default_factory=list)
+    error: float | None = None
+    checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
+    first_call: float | None = None  # a plan's first call (its choice, its preparation)
+    runs: str = ""  # the algorithm a plan runs
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.times) if self.times else None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None or self.error <= CHECK_TOLERANCE
+
+
+# Pseudo-algorithms: "auto" is convolve's own choice, one-shot (weights prepared on every
+# call); "plan" is a convlab.Convolution built once, so its weights are prepared once, like
+# an ONNX Runtime session's prepacked weights, and its first call times the close contenders
+# (choose="measure"); "plan:<name>" is a plan forced to one algorithm, what "plan" is
+# measured against. Plans are timed on the calls after their first, which is timed apart.
+PSEUDO_ALGORITHMS = ("auto", "plan")
+
+
+FORCED_PLAN = "plan:"
+
+
+def is_plan(label: str) -> bool:
+    return label == "plan" or label.startswith(FORCED_PLAN)
+
+
+def is_algorithm(contender) -> bool:
+    """A registered algorithm called one-shot (not auto, a plan or a peer library)."""
+    return (contender.kind == "convlab" and contender.label not in PSEUDO_ALGORITHMS
+            and not is_plan(contender.label))
+
+
+def geo_mean(values):
+    values = [v for v in values if v is not None and v > 0]
+    return math.exp(statistics.fmean(map(math.log, values))) if values else None
+
+
+def regret(contenders) -> float | None:
+    """auto's time over the fastest registered algorithm's time on this layer (1 = ideal)."""
+    by = {c.label: c for c in contenders}
+    auto = by.get("auto")
+    times = [c.median for c in contenders if is_algorithm(c) and c.median is not None]
+    if auto is None or auto.median is None or not times:
+        return None
+    return auto.median / min(times)
+
+
+def fastest(contenders) -> str | None:
+    runs = [c for c in contenders if is_algorithm(c) and c.median is not None]
+    return min(runs, key=lambda c: c.median).label if runs else None
+
+
+def plan_regret(contenders) -> tuple[float, str, str] | None:
+    """The plan's time (calls after its first) over the fastest of the plans forced to one
+    algorithm ("plan:<name>", weights prepared alike), or, without those, of the one-shot
+    algorithms (which also prepare the weights on every call: a looser bar); and that
+    fastest contender's label, and the algorithm the plan runs."""
+    by = {c.label: c for c in contenders}
+    plan = by.get("plan")
+    if plan is None or plan.median is None:
+        return None
+    forced = [c for c in contenders if c.label.startswith(FORCED_PLAN) and c.median is not None]
+    pool = forced or [c for c in contenders if is_algorithm(c) and c.median is not None]
+    if not pool:
+        return None
+    best = min(pool, key=lambda c: c.median)
+    return plan.median / best.median, best.label, plan.runs
+
+
+def first_call_ratio(contenders) -> float | None:
+    """The plan's first call (choosing, preparing, running) over a later call."""
+    plan = next((c for c in contenders if c.label == "plan"), None)
+    if plan is None or plan.first_call is None or plan.median is None:
+        return None
+    return plan.first_call / plan.median
+
+
+def ort_over_plan(contenders) -> float | None:
+    by = {c.label: c for c in contenders}
+    plan, ort = by.get("plan"), by.get("onnxrt")
+    if plan is None or ort is None or plan.median is None or ort.median is None:
+        return None
+    return ort.median / plan.median
+
+
+def best_family_ratio(contenders, prefix) -> float | None:
+    """torch's time over the fastest contender whose name starts with ``prefix``."""
+    by = {c.label: c for c in contenders}
+    family = [c.median for c in contenders
+              if c.label.startswith(prefix) and c.median is not None]
+    torch_run = by.get("torch")
+    if not family or torch_run is None or torch_run.median is None:
+        return None
+    return torch_run.median / min(family)
+
+
+# "GEMM-bound layers", whose im2col rate is held against NumPy's
+# matmul: a GEMM of at least this many flops, 50 us at the ~200 GFLOP/s of the development
+# machine, about three times the 18 us a one-shot convolve spends around its kernel
+# (bench/results/overhead_2026-11-25_1063cac.txt). Below it the call, not the GEMM, sets
+# the pace: on GoogLeNet's loss2/conv (1 MFLOP) the matmul alone takes 10 us.
+GEMM_BOUND_MIN_FLOPS = 10_000_000
+
+
+def im2col_over_matmul(contenders) -> float | None:
+    """im2col's rate as a share of NumPy matmul's on the same-sized product."""
+    by = {c.label: c for c in contenders}
+    im2col, matmul = by.get("im2col"), by.get("matmul")
+    if im2col is None or matmul is None or im2col.median is None or matmul.median is None:
+        return None
+    return matmul.median / im2col.median
+
+
+def network_seconds(results):
+    """{label: sum over layers of its median time x the layer's multiplicity}, None for a
+    contender that did not run every layer (its total would not compare)."""
+    totals = {}
+    for layer, contenders in results:
+        for c in contenders:
+            if c.median is None:
+                totals[c.label] = None
+            elif totals.get(c.label, 0.0) is not None:
+                totals[c.label] = totals.get(c.label, 0.0) + c.median * layer.multiplicity
+    return totals
+
+
+def fastest_seconds(results, pick) -> float | None:
+    """The network time of the fastest contender among ``pick`` on each layer."""
+    total = 0.0
+    for layer, contenders in results:
+        times = [c.median for c in contenders if pick(c) and c.median is not None]
+        if not times:
+            return None
+        total += min(times) * layer.multiplicity
+    return total
+
+
+# A result passes when max|got - want| <= CHECK_TOLERANCE * max|want|. Summation-order
+# differences in float32 over up to ~5e3 products per output stay near 1e-6 of the largest
+# output on random data in [-1, 1); a wrong tap or index is off by order 1.
+CHECK_TOLERANCE = 1e-4

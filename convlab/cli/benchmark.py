@@ -1,0 +1,440 @@
+"""Time convlab's algorithms against PyTorch and ONNX Runtime on real network layers.
+
+    python -m convlab bench --suite resnet_50 --threads 2 --mb 1 --repeats 7
+    python bench/bench_layers.py --suite mobilenet_dw --algorithms direct,auto --csv dw.csv
+
+(``bench/bench_layers.py`` runs this module against the checkout it lives in.) The peers
+are optional: without torch or onnxruntime installed their columns are left out.
+
+Every contender runs in this one process on the same float32 data: each registered convlab
+algorithm (``convlab.convolve(..., algorithm=name)`` on NXC/XIO arrays, the reference
+excluded unless asked for), PyTorch ``conv1d/2d/3d`` on contiguous NCX tensors under
+``torch.no_grad()``, and an ONNX Runtime session of a single ``Conv`` node. After one
+warm-up call each, the contenders take turns within every repeat (the order rotates), so
+machine noise spreads over all of them; the median is reported. Each result is checked once
+against PyTorch (or the float64 reference without it), so a fast wrong kernel shows up.
+
+This is a benchmark, not a test: it prints a table and exits 1 only when a check fails.
+This module runs the suite and times the contenders; the options are ``_bench_args``', the
+report ``_bench_tables``' and the figures it shows ``_bench_results``'.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import convlab
+from convlab.cli._bench_args import configure, parse_args
+from convlab.cli._bench_results import (
+    CHECK_TOLERANCE,
+    FORCED_PLAN,
+    PSEUDO_ALGORITHMS,
+    Contender,
+    is_plan,
+)
+from convlab.cli._bench_tables import (
+    Layout,
+    command_line,
+    core_round_trip_text,
+    display_names,
+    extra_columns,
+    load_average,
+    machine_lines,
+    network_summary,
+    row,
+    selection_summary,
+    summary_rows,
+    torch_ratio,
+    write_csv,
+)
+from convlab.runtime.threads import available_cores
+from convlab.runtime.timing import IDLE_SECONDS, time_block, time_rotation
+
+# --------------------------------------------------------------------------- peers
+
+def _try_import(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def peer_geometry(layer):
+    """Per spatial axis: the input rows the taps read, and the non-negative pads around them.
+
+    PyTorch and ONNX take no negative pads, and PyTorch only symmetric ones. Rows that no
+    tap reads change nothing, so the peers get src cropped to ``[start, stop)`` (outside the
+    timing: it is data preparation, at most a row or two) with pads ``begin``/``end`` that
+    give exactly the layer's output. ``None`` when no tap reads any input row.
+    """
+    crops, begins, ends = [], [], []
+    for i, o, k, s, d, pb in zip(layer.input_shape, layer.output_shape, layer.kernel_shape,
+                                 layer.strides, layer.dilations, layer.pads_begin):
+        last_read = (o - 1) * s + (k - 1) * d - pb  # input index of the last tap
+        start, stop = max(0, -pb), min(i, last_read + 1)
+        if stop <= start:
+            return None
+        crops.append(slice(start, stop))
+        begins.append(max(0, pb))
+        ends.append(last_read + 1 - stop)
+    return crops, begins, ends
+
+
+def _peer_src(src_ncx, geometry):
+    crops = geometry[0]
+    return np.ascontiguousarray(src_ncx[(slice(None), slice(None), *crops)])
+
+
+def torch_contender(torch, layer, src_ncx, weights_oix, threads) -> Contender:
+    import torch.nn.functional as F
+
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}.get(layer.rank)
+    geometry = peer_geometry(layer)
+    if conv is None or geometry is None:
+        return Contender("torch", "torch", why_not=f"rank {layer.rank}" if conv is None
+                         else "no tap reads the input")
+    _, begins, ends = geometry
+    torch.set_num_threads(threads)
+    x = torch.from_numpy(_peer_src(src_ncx, geometry))
+    w = torch.from_numpy(np.ascontiguousarray(weights_oix))
+    kwargs = dict(stride=layer.strides, dilation=layer.dilations, groups=layer.groups)
+    symmetric_output = [(i + 2 * b - ((k - 1) * d + 1)) // s + 1 for i, b, k, d, s in zip(
+        x.shape[2:], begins, layer.kernel_shape, layer.dilations, layer.strides)]
+    if all(e <= b for e, b in zip(ends, begins)) \
+            and tuple(symmetric_output) == layer.output_shape:
+        # PyTorch pads symmetrically; end padding that no tap reads changes nothing.
+        def call():
+            with torch.no_grad():
+                return conv(x, w, padding=begins, **kwargs)
+    else:
+        # Truly asymmetric: pad explicitly inside the timed call, since it is real work.
+        flat = [v for b, e in reversed(list(zip(begins, ends))) for v in (b, e)]
+
+        def call():
+            with torch.no_grad():
+                return conv(F.pad(x, flat), w, **kwargs)
+
+    return Contender("torch", "torch", call,
+                     to_nxc=lambda y: np.moveaxis(y.numpy(), 1, -1))
+
+
+def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Contender:
+    geometry = peer_geometry(layer)
+    if geometry is None:
+        return Contender("onnxrt", "onnxruntime", why_not="no tap reads the input")
+    from onnx import TensorProto, helper, numpy_helper
+
+    _, begins, ends = geometry
+    x = _peer_src(src_ncx, geometry)
+    dst_shape = [x.shape[0], layer.oc, *layer.output_shape]
+    node = helper.make_node(
+        "Conv", ["X", "W"], ["Y"], kernel_shape=list(layer.kernel_shape),
+        strides=list(layer.strides), dilations=list(layer.dilations), group=layer.groups,
+        pads=begins + ends)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, dst_shape)],
+        initializer=[numpy_helper.from_array(np.ascontiguousarray(weights_oix), "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # onnx may write a newer IR version than the installed runtime reads.
+    model.ir_version = min(model.ir_version, 9)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    feed = {"X": x}
+
+    def call():
+        return session.run(None, feed)[0]
+
+    return Contender("onnxrt", "onnxruntime", call,
+                     to_nxc=lambda y: np.moveaxis(y, 1, -1))
+
+
+MATMUL_CHILD = r"""
+import json, statistics, sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+shapes, threads, repeats = json.loads(sys.argv[1])
+rng = np.random.default_rng(0)
+seconds = []
+with threadpool_limits(threads, user_api="blas"):
+    for groups, rows, depth, cols in shapes:
+        a = rng.uniform(-1, 1, (groups, rows, depth)).astype(np.float32)
+        b = rng.uniform(-1, 1, (groups, depth, cols)).astype(np.float32)
+        c = np.empty((groups, rows, cols), np.float32)
+        np.matmul(a, b, out=c)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            np.matmul(a, b, out=c)
+            times.append(time.perf_counter() - start)
+        seconds.append(statistics.median(times))
+print(json.dumps(seconds))
+"""
+
+
+def matmul_seconds(layers, threads, repeats) -> list[float]:
+    """NumPy's matmul on each layer's same-sized GEMM, (N * prod(O), IC/G * prod(K)) @
+    (IC/G * prod(K), OC/G) per group, BLAS at ``threads``: what an im2col run could reach
+    if unfolding were free.
+
+    Timed in a child process, in the same run: NumPy's OpenBLAS keeps its own thread pool,
+    whose spinning threads slowed every other contender 2-20x when it ran in this process
+    (measured on ResNet-50 res4a/res5a, 2 cores).
+    """
+    shapes = []
+    for layer in layers:
+        p = layer.problem()
+        shapes.append((p.groups, p.batch * p.output_size, p.in_channels_per_group * p.kernel_size,
+                       p.out_channels_per_group))
+    done = subprocess.run([sys.executable, "-c", MATMUL_CHILD,
+                           json.dumps([shapes, threads, repeats])],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def convlab_contender(name, layer, src, weights, threads) -> Contender:
+    kwargs = layer.convolve_kwargs()
+    algorithm = name[len(FORCED_PLAN):] if name.startswith(FORCED_PLAN) else name
+    if algorithm not in PSEUDO_ALGORITHMS:
+        problem = layer.problem(mb=src.shape[0])
+        reason = convlab.dispatch.registry.get_algorithm(algorithm).supports(problem)
+        if reason is not None:
+            return Contender(name, "convlab", why_not=reason)
+    if is_plan(name):
+        plan = convlab.Convolution(weights, threads=threads,
+                                   algorithm="auto" if name == "plan" else algorithm, **kwargs)
+        time.sleep(IDLE_SECONDS)  # as before a block: no other pool spinning
+        start = time.perf_counter()
+        plan(src)
+        first_call = time.perf_counter() - start
+        return Contender(name, "convlab", lambda: plan(src), first_call=first_call,
+                         runs=plan.algorithm_for(src))
+
+    def call():
+        return convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
+
+    return Contender(name, "convlab", call)
+
+
+# --------------------------------------------------------------------------- running
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    scale = float(np.max(np.abs(want))) or 1.0
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want))) / scale
+
+
+def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, seed,
+                schedule="blocks", rounds=1, min_block_seconds=0.0):
+    src, weights, _ = layer.arrays(seed=seed)
+    r = layer.rank
+    src_ncx = np.moveaxis(src, -1, 1)
+    weights_oix = weights.transpose(r + 1, r, *range(r))
+    contenders = [convlab_contender(name, layer, src, weights, threads) for name in algorithms]
+    if torch is not None:
+        contenders.append(torch_contender(torch, layer, src_ncx, weights_oix, threads))
+    if ort is not None and onnx is not None:
+        contenders.append(onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix,
+                                                threads))
+    runnable = [c for c in contenders if c.call is not None]
+
+    want = None
+    peer = next((c for c in runnable if c.kind == "torch"), None)
+    if peer is not None:
+        want = np.asarray(peer.to_nxc(peer.call()), np.float64)
+    for contender in runnable:
+        result = None
+        for _ in range(warmup):
+            result = contender.call()
+        if result is None:
+            result = contender.call()
+        if not contender.checked:
+            continue
+        if want is None:
+            want = convlab.reference.convolve(src.astype(np.float64),
+                                              weights.astype(np.float64),
+                                              **layer.convolve_kwargs())
+        contender.error = relative_error(contender.to_nxc(result), want)
+
+    if schedule == "interleaved":
+        for repeat in range(repeats):
+            shift = repeat % len(runnable)
+            for contender in runnable[shift:] + runnable[:shift]:
+                _time_once(contender)
+        return contenders
+    per_block = max(1, -(-repeats // rounds))
+    if schedule == "mixed":
+        # convlab's one-shot contenders (its algorithms and auto) share blocks, call by
+        # call, so that the machine's drift falls on all of them alike and auto's regret
+        # compares like with like; so do the plans ("plan" and the forced "plan:<name>"),
+        # for the plan's regret. Each peer library keeps blocks of its own (their thread
+        # pools must go idle in between). The orders
+        # differ from layer to layer: with one seed per round for all of them, the same
+        # order bias (about 10% between two runs of one kernel, 30 calls each) fell on the
+        # same contender in every layer of a suite.
+        shared = [c for c in runnable if c.kind == "convlab" and not is_plan(c.label)]
+        plans = [c for c in runnable if c.kind == "convlab" and is_plan(c.label)]
+        units = ([shared] if shared else []) + ([plans] if plans else []) + [
+            [c] for c in runnable if c not in shared and c not in plans]
+        for index in range(rounds):
+            for unit in units if index % 2 == 0 else units[::-1]:
+                for contender, times in zip(unit, time_rotation(
+                        [c.call for c in unit], per_block, min_seconds=min_block_seconds,
+                        seed=seed * rounds + index)):
+                    contender.times.extend(times)
+        return contenders
+    # Several rounds of blocks, contenders in alternating order: a slow spell of the
+    # machine then falls on several contenders' blocks rather than on one contender.
+    for index in range(rounds):
+        for contender in runnable if index % 2 == 0 else runnable[::-1]:
+            contender.times.extend(time_block(contender.call, per_block,
+                                              min_seconds=min_block_seconds))
+    return contenders
+
+
+def _time_once(contender) -> None:
+    start = time.perf_counter()
+    contender.call()
+    contender.times.append(time.perf_counter() - start)
+
+
+def main(argv=None, prog=None) -> int:
+    args = parse_args(argv, prog)
+    threads, layers, algorithms = configure(args)
+    torch = None if args.no_torch else _try_import("torch")
+    onnx = None if args.no_onnxruntime else _try_import("onnx")
+    ort = None if args.no_onnxruntime else _try_import("onnxruntime")
+    print_header(args, threads, layers, torch, onnx, ort)
+
+    names = display_names(layers)
+    labels = (algorithms + (["torch"] if torch else []) + (["onnxrt"] if ort and onnx else [])
+              + (["matmul"] if args.gemm else []))
+    ratio_labels = algorithms if torch else []
+    layout, rule = print_table_header(names, labels, ratio_labels)
+
+    started = time.perf_counter()
+    matmul = matmul_seconds(layers, threads, args.repeats) if args.gemm else None
+    results = []
+    for index, (layer, name) in enumerate(progress(list(zip(layers, names)), args.suite)):
+        contenders = bench_layer(layer, algorithms, threads, args.repeats, args.warmup,
+                                 torch, onnx, ort, seed=index, schedule=args.schedule,
+                                 rounds=args.rounds, min_block_seconds=args.min_block_time)
+        if matmul is not None:
+            contenders.append(Contender("matmul", "gemm", times=[matmul[index]],
+                                        checked=False))
+        results.append((layer, contenders))
+        print(layer_row(layer, name, contenders, labels, ratio_labels, layout), flush=True)
+    elapsed = time.perf_counter() - started
+    print(rule)
+    for lines in (summary_rows(results, labels, ratio_labels, layout),
+                  network_summary(results), selection_summary(results, names)):
+        for line in lines:
+            print(line)
+    wrong = print_checks(results, names)
+    print(f"bench time {elapsed:.1f} s; load average after: {load_average()}; "
+          f"{core_round_trip_text()}")
+    if args.csv:
+        write_csv(args.csv, args, threads, results)
+        print(f"wrote {args.csv}")
+    return 1 if wrong else 0
+
+
+def print_header(args, threads, layers, torch, onnx, ort) -> None:
+    """What ran where: the command, the machine, the versions, the suite and the check."""
+    print(f"command: {command_line()}")
+    print(f"machine: {os.cpu_count()} logical CPUs, {available_cores()} "
+          f"available to this process; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    versions = [f"python {platform.python_version()}", f"numpy {np.__version__}",
+                f"convlab {convlab.__version__}",
+                f"torch {torch.__version__}" if torch else "torch: not used",
+                f"onnxruntime {ort.__version__} (onnx {onnx.__version__})" if ort and onnx
+                else "onnxruntime: not used"]
+    print("versions: " + ", ".join(versions))
+    for line in machine_lines():
+        print(line)
+    print(f"load average before: {load_average()}; {core_round_trip_text()}")
+    print(f"suite {args.suite}: {len(layers)} layers, mb "
+          f"{args.mb if args.mb else 'from file'}, float32, {threads} thread(s), "
+          f"{args.warmup} warm-up + median of {args.repeats} runs, schedule {args.schedule}"
+          + (f" ({args.rounds} rounds of blocks, each at least {args.min_block_time:g} s)"
+             if args.schedule != "interleaved" else ""))
+    print(f"check: every result against {'torch' if torch else 'convlab.reference'}, "
+          f"normwise tolerance {CHECK_TOLERANCE:g}")
+    print()
+
+
+def print_table_header(names, labels, ratio_labels) -> tuple[Layout, str]:
+    """The table's column header; returns its layout and the rule under it."""
+    width = max([len("geo-mean over layers")] + [min(len(n), 32) for n in names])
+    layout = Layout(width, [max(9, len(label) + 1) for label in labels],
+                    [max(9, len(label) + 3) for label in ratio_labels])
+    left = f"{'layer':<{width}} {'xN':>3} {'GFLOP':>8} | "
+    header = left + " ".join(f"{label:>{w}}" for label, w in zip(labels, layout.rates))
+    if ratio_labels:
+        header += " | " + " ".join(f"{'t/' + label:>{w}}"
+                                   for label, w in zip(ratio_labels, layout.ratios))
+        print(f"{'':<{len(left)}}{'GFLOP/s':<{sum(layout.rates) + len(labels) - 1}} | "
+              f"torch time / time")
+    print(header)
+    rule = "-" * len(header)
+    print(rule)
+    return layout, rule
+
+
+def layer_row(layer, name, contenders, labels, ratio_labels, layout: Layout) -> str:
+    """One layer's row: GFLOP/s per contender, torch's time over each algorithm's."""
+    by = {c.label: c for c in contenders}
+    flops = layer.flops()
+    rates = [None if by[label].median is None else flops / by[label].median / 1e9
+             for label in labels]
+    ratios = [torch_ratio(by.get("torch"), by[label]) for label in ratio_labels]
+    return (row(f"{name[:layout.name]}", f"{layer.multiplicity}", f"{flops / 1e9:.3g}",
+                layout, rates, ratios, marks=["" if by[label].ok else "!" for label in labels])
+            + extra_columns(contenders))
+
+
+def print_checks(results, names) -> list:
+    """What did not run and why, and which results disagree with the check; returns those."""
+    wrong = [(name, c.label, c.error) for name, (_, cs) in zip(names, results) for c in cs
+             if not c.ok]
+    not_run: dict[tuple[str, str], list[str]] = {}
+    for name, (_, cs) in zip(names, results):
+        skipped: dict[str, list[str]] = {}
+        for c in cs:
+            if c.call is None and not c.times:
+                skipped.setdefault(c.why_not, []).append(c.label)
+        for why, skipped_labels in skipped.items():
+            not_run.setdefault((", ".join(skipped_labels), why), []).append(name)
+    for (skipped_labels, why), where in not_run.items():
+        print(f"not run: {skipped_labels} on {', '.join(where)}: {why}")
+    for name, label, error in wrong:
+        print(f"WRONG (marked !): {label} on {name}: normwise error {error:.2e} > "
+              f"{CHECK_TOLERANCE:g}")
+    if not wrong:
+        worst = max((c.error for _, cs in results for c in cs if c.error is not None),
+                    default=0.0)
+        print(f"all results agree (largest normwise error {worst:.1e})")
+    return wrong
+
+
+def progress(items, suite):
+    """Layers with a progress bar on stderr when tqdm is installed and stderr is a terminal."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc=suite, unit="layer", leave=False, file=sys.stderr,
+                disable=not sys.stderr.isatty())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

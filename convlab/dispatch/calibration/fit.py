@@ -1,0 +1,192 @@
+"""The fit of the cost constants, from timings whose work terms are known.
+
+Each timing is one algorithm's measured seconds on one problem, with the terms its cost
+hook counts there (see :mod:`convlab.dispatch.cost_model`). Per algorithm and thread count, the
+constants are the non-negative ones that minimise the squared *relative* error of the
+estimates, ``sum((terms . constants / seconds - 1)^2)``, each *group* of timings (a suite
+at one batch, say) weighing the same however many timings it holds: scipy's NNLS on rows
+scaled by 1 / seconds, columns scaled to unit norm.
+
+Then each named algorithm's *selection margin* is chosen on :data:`MARGIN_GRID`: the
+margin with the lowest geo-mean regret (time of the pick / fastest time, over the timings'
+*cases*) with the fitted constants, the smallest on a tie.
+
+``convlab.calibrate`` and ``bench/fit_cost_model.py`` both fit through this module.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import nnls
+
+from convlab.dispatch.calibration import store
+
+# Margins tried for each algorithm given to fit_margins: 0 to 20% in steps of 1%.
+MARGIN_GRID = tuple(step / 100 for step in range(21))
+
+METHOD = ("NNLS on relative error, per algorithm; margins on MARGIN_GRID by in-sample "
+          "regret")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One measured run. ``terms``: what the cost hook counts for it (a plan's call: the
+    weight-preparation terms zeroed). Timings of one ``group`` weigh as much together as
+    those of any other group in the fit; timings of one ``case`` (a problem at a thread
+    count, called one way) compete for the pick when regret is measured, those with
+    ``contender`` False (not an auto contender there) only count for the fit."""
+
+    algorithm: str
+    threads: int
+    terms: Mapping[str, float]
+    seconds: float
+    group: str = ""
+    case: str = ""
+    contender: bool = True
+
+
+@dataclass(frozen=True)
+class Residuals:
+    """How an algorithm's fitted estimates compare with its timings (in-sample)."""
+
+    timings: int
+    median_ratio: float  # estimate / measured
+    p10_ratio: float
+    p90_ratio: float
+    rms_relative_error: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"timings": self.timings, "median_ratio": round(self.median_ratio, 4),
+                "p10_ratio": round(self.p10_ratio, 4), "p90_ratio": round(self.p90_ratio, 4),
+                "rms_relative_error": round(self.rms_relative_error, 4)}
+
+
+@dataclass
+class Fit:
+    """``constants[algorithm][str(threads)][term]``; ``residuals`` likewise per algorithm
+    and thread count; ``unpinned`` lists the terms no timing counted (they keep the
+    fallback's constant, or 0 without one)."""
+
+    constants: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    residuals: dict[str, dict[str, Residuals]] = field(default_factory=dict)
+    unpinned: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+
+def design_matrix(timings: Sequence[Timing], term_names: Sequence[str]) -> np.ndarray:
+    """Rows of ``terms / seconds``: the estimate over the measured time is the row times the
+    constants."""
+    return np.array([[t.terms.get(n, 0.0) / t.seconds for n in term_names] for t in timings],
+                    dtype=float).reshape(len(timings), len(term_names))
+
+
+def fit(timings: Iterable[Timing],
+        fallback: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> Fit:
+    """Per algorithm and thread count: non-negative constants minimising the sum over
+    timings of (estimate / measured - 1)^2 / (timings of its group).
+
+    Groups weigh the same, whatever their number of timings: with a weight per timing,
+    GoogLeNet's and the dilated suite's 40 layers each outweighed ResNet-50 at batch 8,
+    and the pick there regretted 1.067 in-sample on the suites' timings (1.040 with the
+    suites weighed alike; all cases 1.046 against 1.037;
+    bench/results/cost_fit_2026-11-25_epyc_808f0fe.txt).
+
+    ``fallback`` (a set's ``constants``) gives the constant of a term that no timing
+    counts; without it such a term gets 0."""
+    timings = [t for t in timings if t.seconds > 0]
+    result = Fit()
+    for name, threads in sorted({(t.algorithm, t.threads) for t in timings}):
+        mine = [t for t in timings if t.algorithm == name and t.threads == threads]
+        term_names = list(mine[0].terms)
+        a = design_matrix(mine, term_names)
+        group_size = Counter(t.group for t in mine)
+        root_weight = np.array([group_size[t.group] ** -0.5 for t in mine])
+        # Columns scaled to unit norm so NNLS sees a well-conditioned problem.
+        scale = np.linalg.norm(a, axis=0)
+        pinned = scale > 0
+        scale[~pinned] = 1.0
+        x, _ = nnls(a / scale * root_weight[:, None], root_weight)
+        x = x / scale
+        ratio = a @ x
+        values = {n: float(f"{v:.4g}") for n, v in zip(term_names, x)}
+        unpinned = [n for n, ok in zip(term_names, pinned) if not ok]
+        if fallback is not None and unpinned:
+            fallback_set = store.constants_at(fallback.get(name, {}), threads)
+            for n in unpinned:
+                values[n] = float(fallback_set.get(n, 0.0))
+        result.constants.setdefault(name, {})[str(threads)] = values
+        result.unpinned.setdefault(name, {})[str(threads)] = unpinned
+        result.residuals.setdefault(name, {})[str(threads)] = Residuals(
+            len(mine), float(np.median(ratio)), float(np.percentile(ratio, 10)),
+            float(np.percentile(ratio, 90)), float(np.sqrt(np.mean((ratio - 1) ** 2))))
+    return result
+
+
+def estimated(timings: Sequence[Timing], constants) -> list[float]:
+    """The model's seconds for each timing."""
+    out = []
+    for t in timings:
+        per_unit = store.constants_at(constants[t.algorithm], t.threads)
+        out.append(sum(per_unit.get(n, 0.0) * v for n, v in t.terms.items()))
+    return out
+
+
+def regrets(timings: Sequence[Timing], estimates: Sequence[float],
+            margins: Mapping[str, float] | None = None) -> dict[str, float]:
+    """{case: time of the model's pick / fastest measured}, over each case's contenders,
+    the pick ranking ``estimates`` (one per timing) times 1 + each algorithm's margin.
+    Cases with fewer than two contenders choose nothing and are left out."""
+    margins = margins or {}
+    cases: dict[str, list[tuple[float, Timing]]] = {}
+    for t, seconds in zip(timings, estimates):
+        if t.contender:
+            cases.setdefault(t.case, []).append(
+                (seconds * (1 + margins.get(t.algorithm, 0.0)), t))
+    out = {}
+    for case, members in cases.items():
+        if len(members) < 2:
+            continue
+        fastest = min(t.seconds for _, t in members)
+        pick = min(members, key=lambda member: member[0])[1]
+        out[case] = pick.seconds / fastest
+    return out
+
+
+def regret_summary(timings: Sequence[Timing], constants,
+                   margins: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Cases, geo-mean and worst regret, and cases within 5% of the fastest, of the picks
+    the constants (and margins) make on the timings."""
+    values = list(regrets(timings, estimated(timings, constants), margins).values())
+    if not values:
+        return {"cases": 0}
+    return {"cases": len(values), "geo_mean": round(geo_mean(values), 4),
+            "worst": round(max(values), 4),
+            "within_5_percent": sum(v <= 1.05 for v in values)}
+
+
+def geo_mean(values: Iterable[float]) -> float:
+    values = [v for v in values if v > 0]
+    return statistics.geometric_mean(values) if values else float("nan")
+
+
+def fit_margins(timings: Sequence[Timing], constants, names: Sequence[str],
+                grid: Sequence[float] = MARGIN_GRID):
+    """Each named algorithm's margin on ``grid`` (one after the other, the earlier ones
+    kept): the lowest geo-mean regret over every case, the smallest margin on a tie.
+    Returns the margins and, per name, ``[(margin, geo-mean regret, worst regret)]``."""
+    estimates = estimated(timings, constants)
+    margins: dict[str, float] = {}
+    scores: dict[str, list[tuple[float, float, float]]] = {}
+    for name in names:
+        tried = []
+        for margin in grid:
+            values = list(regrets(timings, estimates, {**margins, name: margin}).values())
+            if values:
+                tried.append((margin, geo_mean(values), max(values)))
+        scores[name] = tried
+        if tried:
+            margins[name] = min(tried, key=lambda s: (round(s[1], 4), s[0]))[0]
+    return margins, scores

@@ -1,0 +1,380 @@
+""":func:`calibrate`: fit the cost constants to this machine within a wall-time budget.
+
+It times every algorithm the cost model prices on the problems of
+:mod:`convlab.dispatch.calibration.design` (one-shot ``convlab.convolve(..., algorithm=name)``
+calls, as "auto" serves them, and plans on the problems marked for it), fits the constants
+with :mod:`convlab.dispatch.calibration.fit` and stores them under this machine's key
+(:mod:`convlab.dispatch.calibration.store`), where selection finds them from then on.
+
+The timing is shaped by the budget, everything included:
+
+1. warm-up: each problem's contenders are built and called once, core problems first,
+   while the time spent plus one round of blocks of every problem so far still fits (for
+   the extra tier, :data:`MIN_ROUNDS` rounds); problems that do not fit are left out (and
+   named in the file), and the terms only they would have pinned keep the shipped
+   constants (named too);
+2. rounds: each round times one block per problem, the problems in turn (forwards, then
+   backwards), so that a slow spell of the machine falls on many problems rather than on
+   one. A block is the bench's "mixed" schedule (:func:`convlab.runtime.timing.time_rotation`):
+   after a pause, every contender of the problem is called in a fresh random order, each
+   timed call right after an untimed call of itself, for about :data:`BLOCK_SECONDS`.
+   Rounds go on while the next block fits before the deadline (at most
+   :data:`MAX_ROUNDS`); each timing is the median over rounds of its blocks' medians;
+3. the fit and the file, for which :func:`reserve_seconds` is kept back.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import math
+import numbers
+import os
+import statistics
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Callable
+
+from convlab.dispatch import cost_model, registry, select
+from convlab.dispatch.calibration import design, store
+from convlab.runtime.threads import available_cores, effective_threads
+
+MIN_BUDGET_SECONDS = 5.0
+# Rounds every timed problem should get: fewer, and one slow block decides a timing.
+MIN_ROUNDS = 3
+MAX_ROUNDS = 40
+# Idle time before each block, so that the previous block's OpenMP and BLAS workers stop
+# spinning (timing.IDLE_SECONDS is the bench's; here all contenders are convlab's own).
+PAUSE_SECONDS = 0.02
+# Timed calls per block: as many rounds of the problem's contenders as take about this.
+BLOCK_SECONDS = 0.02
+
+
+# A first call against the cost model's estimate of a call (allocations, page faults,
+# preparing weights), for deciding whether a problem's warm-up still fits.
+FIRST_CALL_FACTOR = 3.0
+
+
+def _block_seconds(call_seconds: float) -> float:
+    """A block's length, given the seconds of one call of each of its contenders: the
+    pause, then untimed and timed calls for at least BLOCK_SECONDS."""
+    return PAUSE_SECONDS + 2 * max(call_seconds, BLOCK_SECONDS)
+
+
+def reserve_seconds(budget: float) -> float:
+    """The part of the budget kept for fitting and writing (the fit takes well under a
+    second; the rest is a margin for a busy machine)."""
+    return max(0.5, 0.04 * budget)
+
+
+# --------------------------------------------------------------------------- measuring
+
+@dataclass
+class Contender:
+    """One algorithm on one design problem, called one way ("oneshot" or "plan")."""
+
+    problem: str
+    algorithm: str
+    mode: str
+    call: Callable[[], object]
+    terms: Mapping[str, float]
+    contender: bool  # an auto contender there (precision="default")
+    estimated: float  # seconds, by the constants in force
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def case(self) -> str:
+        return self.problem if self.mode == "oneshot" else f"{self.problem}:{self.mode}"
+
+
+def first_call_seconds(contender: Contender) -> float:
+    """Seconds of the contender's first call (allocations, a plan's weight preparation)."""
+    start = time.perf_counter()
+    contender.call()
+    return time.perf_counter() - start
+
+
+def time_block(contenders: list[Contender], seed: int) -> list[float]:
+    """One block of a problem's contenders (see the module docstring): the median seconds
+    of each one's timed calls."""
+    from convlab.runtime.timing import time_rotation
+
+    times = time_rotation([c.call for c in contenders], 1, pause=PAUSE_SECONDS,
+                          min_seconds=BLOCK_SECONDS, seed=seed)
+    return [statistics.median(t) for t in times]
+
+
+# --------------------------------------------------------------------------- progress
+
+class Progress:
+    """A one-line bar of the budget spent, on stderr when it is a terminal.
+
+    Calibration advances in seconds of a known budget rather than in items, which is the
+    whole of what this draws."""
+
+    WIDTH = 30
+
+    def __init__(self, budget: float, enabled: bool | None = None, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled, self.budget = enabled, budget
+        self.started = time.perf_counter()
+        self._drawn = 0.0
+
+    def update(self, status: str, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not self.enabled or (not force and now - self._drawn < 0.2):
+            return
+        self._drawn = now
+        spent = now - self.started
+        filled = min(self.WIDTH, int(self.WIDTH * spent / self.budget))
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.stream.write(f"\rcalibrating [{bar}] {spent:4.0f}/{self.budget:.0f} s  "
+                          f"{status:<40.40}")
+        self.stream.flush()
+
+    def close(self, status: str) -> None:
+        if self.enabled:
+            self.update(status, force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------- calibrate
+
+@dataclass(frozen=True)
+class Calibration:
+    """What :func:`calibrate` stored: the file and its contents (the constant set, its key
+    and provenance)."""
+
+    path: str
+    data: dict
+
+    @property
+    def key(self) -> dict:
+        return self.data["key"]
+
+    @property
+    def provenance(self) -> dict:
+        return self.data["provenance"]
+
+    def __str__(self) -> str:
+        p = self.provenance
+        return (f"calibrated {len(p['problems'])} problems, {p['rounds']} rounds in "
+                f"{p['wall_s']:.1f} s (budget {p['budget_s']:g} s): {self.path}")
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average (runnable threads), where the OS reports one."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def _check_budget(budget_s) -> float:
+    if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real) \
+            or not math.isfinite(budget_s) or budget_s < MIN_BUDGET_SECONDS:
+        raise ValueError(f"budget_s={budget_s!r} must be a number of seconds, at least "
+                         f"{MIN_BUDGET_SECONDS:g}")
+    return float(budget_s)
+
+
+def _contenders(problem: design.DesignProblem, threads: int, priced) -> list[Contender]:
+    """Every priced algorithm that runs the problem, one-shot, and as a plan if asked."""
+    from convlab.ops._convolve import convolve
+    from convlab.ops._plan import Convolution
+
+    layer = problem.layer()
+    conv = layer.problem()
+    src, weights, _ = layer.arrays(seed=0)
+    kwargs = layer.convolve_kwargs()
+    out = []
+    for name in priced:
+        algorithm = registry.get_algorithm(name)
+        if algorithm.supports(conv) is not None:
+            continue
+        estimate = algorithm.cost(conv, threads)
+        terms = dict(estimate.inputs["terms"])
+        contender = select.precision_excludes(algorithm, "default", conv) is None
+        out.append(Contender(problem.name, name, "oneshot", functools.partial(
+            convolve, src, weights, algorithm=name, threads=threads, **kwargs),
+            terms, contender, cost_model.seconds(estimate)))
+        if problem.plan:
+            plan = Convolution(weights, algorithm=name, threads=threads, **kwargs)
+            prepared = {t: (0.0 if t in cost_model.PREPARATION_TERMS else v)
+                        for t, v in terms.items()}
+            out.append(Contender(problem.name, name, "plan", functools.partial(plan, src),
+                                 prepared, contender, cost_model.seconds(estimate, True)))
+    return out
+
+
+@dataclass
+class DesignTimings:
+    """What :func:`time_design` measured: one median per contender, and how."""
+
+    threads: int
+    contenders: list[Contender]
+    rounds: int
+    problems: list[str]
+    skipped: list[str]
+
+    def spread(self) -> float | None:
+        """The median, over contenders timed in several rounds, of their slowest round's
+        median over their fastest's: near 1 on a quiet machine, well above on a busy one."""
+        ratios = [max(c.samples) / min(c.samples) for c in self.contenders
+                  if len(c.samples) > 1 and min(c.samples) > 0]
+        return round(statistics.median(ratios), 3) if ratios else None
+
+    def timings(self):
+        """The measurements as :class:`convlab.dispatch.calibration.fit.Timing` rows (each case its
+        own group: every problem weighs the same)."""
+        from convlab.dispatch.calibration import fit
+
+        return [fit.Timing(c.algorithm, self.threads, c.terms, statistics.median(c.samples),
+                           group=c.case, case=c.case, contender=c.contender)
+                for c in self.contenders]
+
+
+def time_design(deadline: float, threads: int, priced, bar: Progress | None = None,
+                problems=None) -> DesignTimings:
+    """Time the design's problems (default: every tier, core first) at ``threads`` threads
+    until ``deadline`` (a :func:`time.perf_counter` value), for the algorithms ``priced``
+    (see the module docstring for how the time is shared)."""
+    bar = bar or Progress(1.0, enabled=False)
+    cases: list[list[Contender]] = []
+    block_estimate: list[float] = []
+    skipped: list[str] = []
+    for problem in design.problems() if problems is None else problems:
+        # The core tier pins every term, so it is let in while one round of it fits; the
+        # extra tier only while MIN_ROUNDS rounds of everything do.
+        rounds_needed = 1 if problem.tier == design.CORE else MIN_ROUNDS
+        if time.perf_counter() + rounds_needed * sum(block_estimate) >= deadline:
+            skipped.append(problem.name)
+            continue
+        contenders = _contenders(problem, threads, priced)
+        if not contenders:
+            continue
+        # the first calls cost more than later ones (allocations, preparing weights)
+        predicted = FIRST_CALL_FACTOR * sum(c.estimated for c in contenders)
+        if time.perf_counter() + predicted + rounds_needed * (
+                sum(block_estimate) + _block_seconds(predicted)) > deadline:
+            skipped.append(problem.name)
+            continue
+        bar.update(f"warm-up: {problem.name}")
+        first = sum(first_call_seconds(c) for c in contenders)
+        estimate = _block_seconds(first)
+        if time.perf_counter() + rounds_needed * (sum(block_estimate) + estimate) > deadline:
+            skipped.append(problem.name)
+            continue
+        cases.append(contenders)
+        block_estimate.append(estimate)
+
+    rounds = 0
+    while rounds < MAX_ROUNDS and cases:
+        order = list(range(len(cases)))
+        if rounds % 2:
+            order.reverse()
+        finished = True
+        for index in order:
+            if time.perf_counter() + block_estimate[index] > deadline:
+                finished = False
+                break
+            bar.update(f"round {rounds + 1}: {cases[index][0].problem}")
+            start = time.perf_counter()
+            for contender, seconds in zip(cases[index],
+                                          time_block(cases[index], seed=rounds * 1000 + index)):
+                contender.samples.append(seconds)
+            block_estimate[index] = time.perf_counter() - start
+        if not finished:
+            break
+        rounds += 1
+    timed = [c for c in cases if all(x.samples for x in c)]
+    skipped += [c[0].problem for c in cases if not all(x.samples for x in c)]
+    return DesignTimings(threads, [x for c in timed for x in c], rounds,
+                         [c[0].problem for c in timed], skipped)
+
+
+def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
+              progress: bool | None = None) -> Calibration:
+    """Fit the cost constants to this machine at ``threads`` threads (default: the
+    effective count) in at most ``budget_s`` seconds of wall time, and store them where
+    "auto" finds them from then on.
+
+    The file goes to the user's cache directory (``$CONVLAB_CACHE_DIR`` overrides it),
+    keyed by CPU model, effective ISA level, thread count and convlab version; other
+    thread counts keep the shipped constants. ``progress``: draw a bar on stderr (default:
+    when stderr is a terminal). Returns the :class:`Calibration` written.
+    """
+    started = time.perf_counter()
+    from convlab.dispatch.calibration import fit  # SciPy's optimizer: loaded when needed only
+
+    budget = _check_budget(budget_s)
+    n_threads = effective_threads(threads)
+    key = store.current_key(n_threads)
+    shipped = store.shipped(store.shipped_level_for(str(key["isa"])))
+    priced = list(shipped["constants"])
+    bar = Progress(budget, progress)
+    load_before = _load_average()
+    measured = time_design(started + budget - reserve_seconds(budget), n_threads, priced, bar)
+    if not measured.contenders:
+        raise RuntimeError(f"calibrate: budget_s={budget:g} left no time to time a single "
+                           f"problem on this machine; give it more seconds")
+
+    bar.update("fitting", force=True)
+    load_after = _load_average()
+    timings = measured.timings()
+    fitted = fit.fit(timings, fallback=shipped["constants"])
+    for name in priced:
+        if name not in fitted.constants:  # no problem the budget left ran it
+            kept = store.constants_at(shipped["constants"][name], n_threads)
+            fitted.constants[name] = {str(n_threads): dict(kept)}
+            fitted.unpinned[name] = {str(n_threads): list(kept)}
+    margins, _ = fit.fit_margins(timings, fitted.constants,
+                                 list(shipped.get("selection_margins", {})))
+    wall = time.perf_counter() - started
+    stored = {
+        "format": store.FORMAT,
+        "key": key,
+        "source": {
+            "command": f"convlab.calibrate(budget_s={budget:.2f}, threads={n_threads})",
+            "cpu_model": key["cpu_model"], "isa": key["isa"],
+            "date": datetime.date.today().isoformat(),
+            "machine": f"{key['cpu_model']}, {available_cores()} cores",
+            "method": fit.METHOD,
+        },
+        "provenance": {
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "budget_s": round(budget, 2), "wall_s": round(wall, 2),
+            "rounds": measured.rounds, "problems": measured.problems,
+            "skipped_problems": measured.skipped, "timings": len(timings),
+            "load_average": [load_before, load_after], "cores": available_cores(),
+            "spread": measured.spread(),
+            "medians": [[c.problem, c.mode, c.algorithm, float(f"{t.seconds:.4g}"),
+                         len(c.samples)] for c, t in zip(measured.contenders, timings)],
+            "residuals": {name: {t: r.to_dict() for t, r in by_threads.items()}
+                          for name, by_threads in fitted.residuals.items()},
+            "unpinned_terms": {name: by_threads[str(n_threads)]
+                               for name, by_threads in fitted.unpinned.items()
+                               if by_threads[str(n_threads)]},
+            "in_sample_regret": {
+                "calibrated": fit.regret_summary(timings, fitted.constants, margins),
+                "shipped": fit.regret_summary(timings, shipped["constants"],
+                                              shipped.get("selection_margins", {})),
+            },
+        },
+        "constants": fitted.constants,
+        "selection_margins": margins,
+    }
+    try:  # what selection would refuse must not be written
+        store.parse_calibration(json.dumps(stored).encode(), key,
+                                store.expected_terms(shipped))
+    except store.InvalidCalibration as exc:
+        raise RuntimeError(f"calibrate: the fitted set is unusable: it {exc}") from None
+    path = store.write_calibration(stored, key)
+    cost_model.reload()
+    bar.close(f"done: {len(measured.problems)} problems, {measured.rounds} rounds")
+    return Calibration(str(path), stored)

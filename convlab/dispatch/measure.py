@@ -1,0 +1,140 @@
+"""A plan's first call for a shape checks the estimates: it times the close contenders.
+
+A plan (:class:`convlab.Convolution` with ``choose="measure"``, its default) is built once
+and called many times, so, as FFTW's ``FFTW_MEASURE`` plans and cuDNN's benchmark mode do,
+it can afford to run the algorithms its estimates cannot tell apart and keep the fastest.
+Which ones: the contenders of ``algorithm="auto"`` whose prepared-weights estimates
+(:func:`convlab.dispatch.cost_model.compared_seconds` with ``prepared=True``) are at most
+``1 + cost_model.measure_margin()`` times the lowest. The margin is fitted
+(``bench/fit_measure_margin.py``): it is how far above the lowest estimate the measured
+fastest contender's estimate lay on the benchdnn suites.
+
+The first call's extra cost is bounded: at most :data:`MAX_CONTENDERS`, lowest estimate
+first, and no further contender once :data:`TIME_LIMIT_SECONDS` have gone by; each one is
+prepared (its weights packed or transformed, which the plan keeps for the winner) and run
+once untimed. Then the contenders are timed in turn, one run each per round, for
+:data:`TIMED_RUNS` rounds (fewer when that would pass the limit), and each keeps its fastest
+run: on a shared machine a slow spell of a second or so then lands on every contender's
+rounds alike instead of on one contender's block, and noise only ever adds time.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from convlab.dispatch import cost_model, select
+from convlab.problem.params import ConvProblem
+
+CHOICES = ("measure", "estimate")
+
+# Most contenders a first call times. With the fitted margin, the suites' layers had at
+# most this many contenders within it (bench/results/measure_margin_fit.txt).
+MAX_CONTENDERS = 3
+# No contender is started after this many seconds of measuring (the first always runs).
+TIME_LIMIT_SECONDS = 1.0
+# Rounds of timed runs (one per contender each), after one untimed run; the fastest is kept.
+TIMED_RUNS = 3
+
+# The clock the timings read; tests replace it to make them deterministic.
+clock = time.perf_counter
+
+
+def parse_choose(choose) -> str:
+    if not isinstance(choose, str) or choose not in CHOICES:
+        raise ValueError(f"choose={choose!r} is not known; expected one of {list(CHOICES)}")
+    return choose
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """How a plan chose for one shape: each contender's prepared-weights estimate, which of
+    them were timed and how long they took (seconds of its fastest timed run), and the pick."""
+
+    choice: str
+    estimates: dict[str, float]
+    seconds: dict[str, float] = field(default_factory=dict)
+    margin: float = 0.0
+    # Within the margin but not timed: the contender cap or the time limit stopped it.
+    not_timed: tuple[str, ...] = ()
+    # Seconds the whole measurement took (preparing and running every timed contender).
+    total_seconds: float = 0.0
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.seconds)
+
+    def to_dict(self) -> dict:
+        return {"choice": self.choice, "measured": self.measured,
+                "estimated_seconds": dict(self.estimates),
+                "measured_seconds": dict(self.seconds), "margin": self.margin,
+                "not_timed": list(self.not_timed), "total_seconds": self.total_seconds}
+
+    def describe(self) -> str:
+        """A line or two for ``explain``."""
+        if not self.measured:
+            return (f"{self.choice}: the only contender estimated within {self.margin:.0%} of "
+                    f"the lowest (prepared weights), so nothing was timed")
+        timed = ", ".join(f"{name} {seconds * 1e3:.3f} ms (estimated "
+                          f"{self.estimates[name] * 1e3:.3f})"
+                          for name, seconds in sorted(self.seconds.items(), key=lambda i: i[1]))
+        text = (f"{self.choice}: fastest when timed on the first call ({timed}; contenders "
+                f"estimated within {self.margin:.0%} of the lowest, prepared weights; "
+                f"measuring took {self.total_seconds * 1e3:.1f} ms)")
+        if self.not_timed:
+            text += f"; within the margin but not timed (cap or time limit): " \
+                    f"{', '.join(self.not_timed)}"
+        return text
+
+
+def close_contenders(problem: ConvProblem, threads: int, precision: str,
+                     margin: float) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """``(close, all)``: the contenders as (name, compared prepared estimate), lowest first;
+    ``close`` are those within ``1 + margin`` of the lowest."""
+    ranked = sorted(((row.name, cost_model.compared_seconds(row.name, row.estimate, True))
+                     for row in select.contenders(select.assess(problem, threads, precision))),
+                    key=lambda item: item[1])
+    lowest = ranked[0][1]
+    if math.isinf(lowest):  # no estimates at all: every contender is as close as any
+        return ranked, ranked
+    return [item for item in ranked if item[1] <= lowest * (1 + margin)], ranked
+
+
+def measure(problem: ConvProblem, threads: int, precision: str,
+            prepare: Callable[[str], object], run: Callable[[str], object]) -> Measurement:
+    """Time the close contenders (see the module docstring) and return the fastest.
+
+    ``prepare(name)`` readies an algorithm's weights; ``run(name)`` runs it once on the
+    call's data into scratch memory.
+    """
+    margin = cost_model.measure_margin()
+    close, ranked = close_contenders(problem, threads, precision, margin)
+    estimates = dict(ranked)
+    if len(close) == 1:
+        return Measurement(close[0][0], estimates, margin=margin)
+    started = clock()
+    warm: dict[str, float] = {}  # contender -> its untimed run's seconds
+    not_timed: list[str] = []
+    for index, (name, _) in enumerate(close):
+        if index >= MAX_CONTENDERS or (warm and clock() - started >= TIME_LIMIT_SECONDS):
+            not_timed.append(name)
+            continue
+        prepare(name)
+        begin = clock()
+        run(name)
+        warm[name] = clock() - begin
+    times: dict[str, list[float]] = {name: [] for name in warm}
+    round_seconds = sum(warm.values())
+    for _ in range(TIMED_RUNS):
+        if times[next(iter(times))] and \
+                clock() - started + round_seconds > TIME_LIMIT_SECONDS:
+            break  # another round would pass the limit (the first always runs)
+        for name in times:
+            begin = clock()
+            run(name)
+            times[name].append(clock() - begin)
+    seconds = {name: min(runs) for name, runs in times.items()}
+    choice = min(seconds, key=seconds.get)
+    return Measurement(choice, estimates, seconds, margin, tuple(not_timed),
+                       clock() - started)

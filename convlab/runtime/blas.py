@@ -1,0 +1,88 @@
+"""Which BLAS library the ``im2col`` kernel multiplies with.
+
+SciPy's ``cython_blas`` is always there, but SciPy 1.17's wheel bundles OpenBLAS 0.3.30,
+whose single-thread sgemm is slow on the short, deep products of small images: 49 x 4608
+x 512 (ResNet-50 res5a_branch2b) took 4.6-5.3 ms against 3.2-3.6 ms for NumPy's matmul
+(OpenBLAS 0.3.31) in the same process, and 3.4-3.6 ms through OpenBLAS 0.3.34. So when
+the ``scipy-openblas32`` package (the OpenBLAS build NumPy and SciPy themselves are built
+against, with 32-bit integers like ``cython_blas``) is installed, the kernel calls its
+``sgemm_``/``dgemm_`` instead.
+
+The library is loaded with ``RTLD_LOCAL``, not by importing ``scipy_openblas32`` (which
+loads it into the global namespace, where its symbols would displace SciPy's own BLAS for
+every caller in the process). Set ``CONVLAB_BLAS=scipy`` to keep SciPy's BLAS.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+import os
+from pathlib import Path
+
+PACKAGE = "scipy_openblas32"
+SYMBOL_PREFIX = "scipy_"
+ENVIRONMENT = "CONVLAB_BLAS"
+CHOICES = ("scipy-openblas32", "scipy")
+
+def _library_file() -> Path | None:
+    """The package's shared library, found without importing the package."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    lib_dir = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    if not lib_dir.is_dir():
+        return None
+    files = sorted(p for p in lib_dir.iterdir()
+                   if p.name.startswith("libscipy_openblas") and p.suffix in (".so", ".dylib"))
+    return files[0] if files else None
+
+
+def requested() -> str:
+    """The library asked for by ``CONVLAB_BLAS`` (default: scipy-openblas32 when installed)."""
+    value = os.environ.get(ENVIRONMENT, CHOICES[0]).strip().lower() or CHOICES[0]
+    if value not in CHOICES:
+        raise ValueError(f"{ENVIRONMENT}={value!r} is not known; expected one of "
+                         f"{list(CHOICES)}")
+    return value
+
+
+@functools.lru_cache(maxsize=1)
+def load_openblas() -> dict[str, object] | None:
+    """``{"name", "version", "path", "sgemm", "dgemm"}`` of scipy-openblas32 (function
+    addresses as ints), loaded once and kept loaded; None when it is not installed."""
+    path = _library_file()
+    if path is None:
+        return None
+    handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    config = getattr(handle, SYMBOL_PREFIX + "openblas_get_config")
+    config.restype = ctypes.c_char_p
+    # convlab is the library's only caller, and the kernel calls it from its own OpenMP
+    # threads, one single-threaded GEMM each: at 1 thread between calls, a call finds it
+    # there and sets nothing (each set-and-restore cost ~10 us through threadpoolctl on
+    # every call).
+    getattr(handle, SYMBOL_PREFIX + "openblas_set_num_threads")(1)
+    return {"name": "scipy-openblas32", "version": config().decode(),
+            "path": str(path.resolve()), "handle": handle,
+            "sgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "sgemm_"),
+                                 ctypes.c_void_p).value,
+            "dgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "dgemm_"),
+                                 ctypes.c_void_p).value}
+
+
+def install(kernel, choice: str | None = None) -> dict[str, str]:
+    """Point ``kernel`` (convlab.strategies.kernels._im2col) at the chosen library's GEMMs; returns
+    ``{"name", "version", "path"}`` of what it now calls ("path" is None for SciPy's,
+    which threadpoolctl finds by itself)."""
+    choice = requested() if choice is None else choice
+    if choice not in CHOICES:
+        raise ValueError(f"BLAS {choice!r} is not known; expected one of {list(CHOICES)}")
+    openblas = load_openblas() if choice == "scipy-openblas32" else None
+    if openblas is None:
+        kernel.use_gemm(0, 0)
+        import scipy
+
+        return {"name": "scipy", "version": f"scipy {scipy.__version__} cython_blas",
+                "path": None}
+    kernel.use_gemm(openblas["sgemm"], openblas["dgemm"])
+    return {key: openblas[key] for key in ("name", "version", "path")}

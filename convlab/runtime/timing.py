@@ -1,0 +1,77 @@
+"""Timing calls on a shared machine: blocks of back-to-back calls after an idle pause,
+and rotations of several calls sharing a block. The bench (:mod:`convlab.cli.benchmark`),
+:func:`convlab.calibrate` and the scripts in ``bench/`` time with these."""
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Sequence
+from typing import Callable
+
+# Pause before each contender's block of runs (see bench_layer): longer than the spin
+# periods of libgomp (about 0.3 ms by default) and OpenBLAS.
+IDLE_SECONDS = 0.05
+
+
+# Most calls one block takes when min_seconds asks for more than ``repeats``.
+MAX_BLOCK_REPEATS = 2000
+
+
+def _warm_up(pause: float, calls, repeats: int, min_seconds: float) -> int:
+    """A block's start: the pause, one untimed call of each; then the rounds it runs,
+    ``repeats`` or as many as take about ``min_seconds`` judged by that untimed round (at
+    most MAX_BLOCK_REPEATS), whichever is more."""
+    time.sleep(pause)
+    start = time.perf_counter()
+    for call in calls:
+        call()
+    first = time.perf_counter() - start
+    if min_seconds > 0:
+        repeats = max(repeats, min(MAX_BLOCK_REPEATS, math.ceil(min_seconds / max(first, 1e-7))))
+    return repeats
+
+
+def time_block(call: Callable[[], object], repeats: int, pause: float = IDLE_SECONDS,
+               min_seconds: float = 0.0) -> list[float]:
+    """Seconds of back-to-back calls, after a pause and one untimed call: ``repeats`` of
+    them, or as many as take about ``min_seconds`` (judged by the untimed call, at most
+    MAX_BLOCK_REPEATS), whichever is more. Tiny layers then get enough calls for a
+    steady median.
+
+    The pause lets the previous contender's thread pool go idle: OpenMP and OpenBLAS
+    workers spin for a while after a call, and on 2 cores a spinning pool of another
+    library slowed the next call 2-20x when contenders alternated call by call.
+    """
+    repeats = _warm_up(pause, [call], repeats, min_seconds)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
+                  pause: float = IDLE_SECONDS, min_seconds: float = 0.0,
+                  seed: int = 0) -> list[list[float]]:
+    """:func:`time_block` for several calls sharing one block: after the pause and one
+    untimed call of each, ``repeats`` rounds (or as many as take about ``min_seconds``)
+    of one timed call each, in a fresh random order every round. Each timed call follows
+    an untimed call of itself, as in a block of its own: a call that followed another
+    contender's inherited its caches (after a Winograd call on a depthwise layer, the
+    direct kernel ran 2.3x slower), and with a few rounds per block the random order put
+    one contender behind the slow ones more often than another (auto 2x slower than the
+    direct kernel it runs, on MobileNet conv6/dw). Seconds per timed call."""
+    repeats = _warm_up(pause, calls, repeats, min_seconds)
+    shuffle = random.Random(seed).shuffle
+    order = list(range(len(calls)))
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeats):
+        shuffle(order)
+        for index in order:
+            calls[index]()
+            start = time.perf_counter()
+            calls[index]()
+            times[index].append(time.perf_counter() - start)
+    return times
