@@ -57,7 +57,7 @@ def strip_comment(line: str) -> str:
 
 
 @dataclass(frozen=True)
-class Layer:
+class Layer(_geometry.GroupedGeometry):
     """A convolution layer from a benchdnn shape file, in convlab's terms.
 
     Spatial tuples have ``rank`` entries ordered (depth, height, width), trimmed to the
@@ -69,26 +69,20 @@ class Layer:
 
     name: str
     multiplicity: int
-    mb: int
-    groups: int
-    ic: int
-    oc: int
-    input_shape: tuple[int, ...]
-    kernel_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads_begin: tuple[int, ...]
-    pads_end: tuple[int, ...]
     descriptor: str = field(default="", compare=False)
 
+    # benchdnn's names for the shared geometry (its descriptor words mb, ic, oc)
     @property
-    def rank(self) -> int:
-        return len(self.input_shape)
+    def mb(self) -> int:
+        return self.batch
 
     @property
-    def is_depthwise(self) -> bool:
-        return _geometry.is_depthwise(self.groups, self.ic)
+    def ic(self) -> int:
+        return self.in_channels
+
+    @property
+    def oc(self) -> int:
+        return self.out_channels
 
     @property
     def short_name(self) -> str:
@@ -111,7 +105,7 @@ class Layer:
 
     def with_mb(self, mb: int) -> Layer:
         """The same layer at another minibatch (benchdnn's ``--mb=N`` knob)."""
-        return replace(self, mb=self._mb(mb))
+        return replace(self, batch=self._mb(mb))
 
     def src_shape(self, mb: int | None = None) -> tuple[int, ...]:
         """src shape in convlab's default NXC layout."""
@@ -240,9 +234,9 @@ def parse_descriptor(text: str) -> Layer:
     pads_end = tuple(
         (ax["o"] - 1) * ax["s"] - ax["i"] + (ax["k"] - 1) * (ax["d"] + 1) + 1 - ax["p"]
         for ax in (axes[a] for a in used_axes))
-    return Layer(name=name, multiplicity=multiplicity, mb=values.get("mb", 2), groups=groups,
-                 ic=ic, oc=oc, input_shape=spatial("i"), kernel_shape=spatial("k"),
-                 output_shape=spatial("o"), strides=spatial("s"),
+    return Layer(name=name, multiplicity=multiplicity, batch=values.get("mb", 2),
+                 groups=groups, in_channels=ic, out_channels=oc, input_shape=spatial("i"),
+                 kernel_shape=spatial("k"), output_shape=spatial("o"), strides=spatial("s"),
                  dilations=tuple(d + 1 for d in spatial("d")), pads_begin=spatial("p"),
                  pads_end=pads_end, descriptor=text.strip())
 
