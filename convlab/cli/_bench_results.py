@@ -98,12 +98,17 @@ def first_call_ratio(contenders) -> float | None:
     return plan.first_call / plan.median
 
 
-def ort_over_plan(contenders) -> float | None:
+def median_ratio(contenders, numerator: str, denominator: str) -> float | None:
+    """The median time of the contender labelled ``numerator`` over ``denominator``'s."""
     by = {c.label: c for c in contenders}
-    plan, ort = by.get("plan"), by.get("onnxrt")
-    if plan is None or ort is None or plan.median is None or ort.median is None:
+    top, bottom = by.get(numerator), by.get(denominator)
+    if top is None or bottom is None or top.median is None or bottom.median is None:
         return None
-    return ort.median / plan.median
+    return top.median / bottom.median
+
+
+def ort_over_plan(contenders) -> float | None:
+    return median_ratio(contenders, "onnxrt", "plan")
 
 
 def best_family_ratio(contenders, prefix) -> float | None:
@@ -127,11 +132,7 @@ GEMM_BOUND_MIN_FLOPS = 10_000_000
 
 def im2col_over_matmul(contenders) -> float | None:
     """im2col's rate as a share of NumPy matmul's on the same-sized product."""
-    by = {c.label: c for c in contenders}
-    im2col, matmul = by.get("im2col"), by.get("matmul")
-    if im2col is None or matmul is None or im2col.median is None or matmul.median is None:
-        return None
-    return matmul.median / im2col.median
+    return median_ratio(contenders, "matmul", "im2col")
 
 
 def network_seconds(results):
