@@ -303,3 +303,85 @@ def test_pack_dense_reads_any_strides(rng, dtype):
         assert got.ctypes.data % 64 == 0
     exact = np.ascontiguousarray(base[:, :, :16])
     np.testing.assert_array_equal(_direct.pack_dense(exact, 16), exact.reshape(-1, 16))
+
+
+# Few input channels, as in a network's first layer: direct runs interior pixel blocks over
+# one flat list of (tap, input channel) terms, and an item takes every channel chunk of its
+# group when the weights are small (cl_plan). Odd extents, pads, strides and dilations put
+# pixel blocks across rows and the borders; OC 40 and 72 leave chunks of unequal width and
+# a partial last vector at every ISA level.
+SMALL_INPUT_CHANNEL_CASES = {
+    "ic3-k3-pads": dict(ic=3, oc=64, groups=1, input_shape=(13, 11), kernel=(3, 3),
+                        strides=1, dilations=1, pads_begin=1, pads_end=1),
+    "ic3-k7-s2": dict(ic=3, oc=72, groups=1, input_shape=(17, 15), kernel=(7, 7),
+                      strides=2, dilations=1, pads_begin=3, pads_end=2),
+    "ic3-k5-s2x3-d1x2": dict(ic=3, oc=40, groups=1, input_shape=(19, 21), kernel=(5, 5),
+                             strides=(2, 3), dilations=(1, 2), pads_begin=(1, 0),
+                             pads_end=(0, 1)),
+    "ic1-k3-d2": dict(ic=1, oc=24, groups=1, input_shape=(9, 10), kernel=(3, 3),
+                      strides=1, dilations=2, pads_begin=2, pads_end=1),
+    "ic6-g2-k3": dict(ic=6, oc=40, groups=2, input_shape=(10, 9), kernel=(3, 3),
+                      strides=1, dilations=1, pads_begin=1, pads_end=1),
+    "ic2-k3x3x3-3d": dict(ic=2, oc=36, groups=1, input_shape=(5, 6, 7), kernel=(3, 3, 3),
+                          strides=(1, 2, 1), dilations=1, pads_begin=1, pads_end=(0, 1, 1)),
+    "ic3-k3-1d": dict(ic=3, oc=48, groups=1, input_shape=(29,), kernel=(3,),
+                      strides=1, dilations=3, pads_begin=2, pads_end=2),
+}
+
+
+@KERNEL_SETTING
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(SMALL_INPUT_CHANNEL_CASES))
+@pytest.mark.parametrize("post_ops", [None, "sum-relu"])
+def test_direct_small_input_channels_match_on_every_path(rng, isa_level, dtype, case,
+                                                         post_ops):
+    """With the flat tap list and whole-pixel items each forced on and off, direct's
+    result matches the reference (with a bias, a batch of 2 and fused post-ops)."""
+    from convlab.strategies.kernels import _direct
+    from convlab.strategies import direct
+    spec = dict(SMALL_INPUT_CHANNEL_CASES[case])
+    ic, oc, groups = spec.pop("ic"), spec.pop("oc"), spec.pop("groups")
+    input_shape, kernel = spec.pop("input_shape"), spec.pop("kernel")
+    src, weights, bias = random_tensors(
+        rng, batch=2, in_channels=ic, out_channels=oc, groups=groups,
+        input_shape=input_shape, kernel_shape=kernel, dtype=dtype, data_format="NXC",
+        weights_format="XIO", bias=True)
+    attributes = dict(spec, groups=groups)
+    problem = problem_of(src, weights, bias, attributes)
+    prior = rng.standard_normal(problem.dst_shape).astype(dtype)
+    results = []
+    for flat, whole in [((0, 0), 0), ((1024, 64), 0), ((0, 0), 1 << 30),
+                        ((1024, 64), 1 << 30)]:
+        previous = _direct.set_flat_taps(*flat), _direct.set_whole_pixels(whole)
+        try:
+            cut = direct.kernel_cut(problem, 2)
+            # at most CL_WHOLE_PIXEL_CHUNKS (16) chunks take the whole-pixel path
+            assert cut["whole_pixels"] == (bool(whole) and 1 < cut["chunks"] <= 16)
+            if post_ops is None:
+                got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
+            else:
+                out = prior.copy()
+                got = convlab.convolve(src, weights, bias, algorithm="direct", out=out,
+                                       post_ops=[("sum", 0.5), "relu"], **attributes)
+        finally:
+            _direct.set_flat_taps(*previous[0])
+            _direct.set_whole_pixels(previous[1])
+        results.append(got)
+    for got in results:
+        if post_ops is None:
+            assert_matches_reference(got, src, weights, bias, attributes, "direct")
+        else:
+            want = convlab.convolve(src, weights, bias, algorithm="reference", **attributes)
+            np.testing.assert_allclose(got, np.maximum(want + 0.5 * prior, 0),
+                                       rtol=1e-4 if dtype == "float32" else 1e-10,
+                                       atol=1e-4 if dtype == "float32" else 1e-10)
+
+
+def test_direct_knobs_refuse_bad_values():
+    from convlab.strategies.kernels import _direct
+    with pytest.raises(ValueError, match="max_taps"):
+        _direct.set_flat_taps(-1, 64)
+    with pytest.raises(ValueError, match="max_taps"):
+        _direct.set_flat_taps(1 << 20, 64)
+    with pytest.raises(ValueError, match="max_weight_bytes"):
+        _direct.set_whole_pixels(-1)

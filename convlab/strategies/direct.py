@@ -151,18 +151,42 @@ def kernel_cut(problem, threads) -> dict:
         problem.dtype.itemsize, threads)
 
 
+# The kernel's defaults for its flat list of taps (cl_flat_max_taps, cl_flat_max_run in
+# direct_microkernel.h): at most this many (tap, input channel) terms per group, and runs
+# of adjacent W taps shorter than this.
+FLAT_MAX_TAPS = 1024
+FLAT_MAX_RUN = 64
+
+
+def runs_flat_taps(problem, cut) -> bool:
+    """Whether interior pixel blocks run their reduction as one flat list of taps (the
+    kernel's rule in dense_item, at its default settings): one pass over the input channels
+    of a group, several taps, few terms, and short runs of adjacent W taps."""
+    if is_depthwise(problem) or problem.kernel_size == 1:
+        return False
+    icg = problem.in_channels_per_group
+    terms = problem.kernel_size * icg
+    merged = problem.dilations[-1] == 1 and problem.groups == 1
+    run = problem.kernel_shape[-1] * icg if merged else icg
+    return (cut["input_channels_per_pass"] == icg and terms <= FLAT_MAX_TAPS
+            and run < FLAT_MAX_RUN)
+
+
 def cost_terms(problem, threads) -> dict:
     """The work of one run, as :mod:`convlab.dispatch.cost_model` terms (per thread where parallel),
     and details for ``explain``.
 
     Multiply-adds are counted over the channel axis as the kernel pads it (whole 64-byte
     vectors), since padded lanes cost as much as real ones. ``inner_loops`` counts the
-    kernel's innermost runs (one per output pixel, tap and channel vector of a group), whose
-    start-up dominates when IC/G is small.
+    kernel's innermost runs (one per output pixel, tap and channel vector of a group, or per
+    output pixel and channel vector where the taps run as one flat list), whose start-up
+    dominates when IC/G is small.
     """
     itemsize = problem.dtype.itemsize
     lanes = 64 // itemsize
     cut = kernel_cut(problem, threads)
+    # a flat list of taps makes an interior block's whole reduction one run
+    runs_per_pixel = 1 if runs_flat_taps(problem, cut) else problem.kernel_size
     # the kernel starts no more threads than it has work items
     threads = max(1, min(threads, cut["items"]))
     if is_depthwise(problem):
@@ -173,8 +197,7 @@ def cost_terms(problem, threads) -> dict:
     else:
         vectors = _direct.padded_channels(problem.out_channels_per_group, itemsize) // lanes
         padded_flops = problem.flops * vectors * lanes / problem.out_channels_per_group
-        loops = (problem.batch * problem.output_size * problem.kernel_size * problem.groups
-                 * vectors)
+        loops = problem.batch * problem.output_size * runs_per_pixel * problem.groups * vectors
         flops_term = "dense_flops"
     src_bytes = itemsize * problem.batch * problem.in_channels * math.prod(problem.input_shape)
     dst_bytes = itemsize * problem.batch * problem.out_channels * problem.output_size

@@ -42,6 +42,7 @@ cdef extern from "direct_microkernel.h" nogil:
         Py_ssize_t wpack_elems
         int stream_dst
         int prefetch_src
+        int whole_pixels
         void *wpack
         const cl_epilogue *epi
     Py_ssize_t cl_wpack_max_bytes
@@ -49,6 +50,10 @@ cdef extern from "direct_microkernel.h" nogil:
     Py_ssize_t cl_pass_min_channels
     Py_ssize_t cl_stream_min_bytes
     Py_ssize_t cl_prefetch_min_bytes
+    Py_ssize_t cl_flat_max_taps
+    Py_ssize_t cl_flat_max_run
+    Py_ssize_t CL_FLAT_TAPS_CAP
+    Py_ssize_t cl_whole_pixel_bytes
     int cl_isa_jmax(int isa, int depthwise)
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
     void cl_item_f32(const cl_geom *g, const float *src, const float *w, const float *bias,
@@ -137,6 +142,28 @@ def set_prefetch(Py_ssize_t min_bytes):
     ``min_bytes`` (0: never). Returns the previous value. Not thread-safe: for tests and
     experiments."""
     return _swap_byte_knob(&cl_prefetch_min_bytes, min_bytes, "min_bytes")
+
+
+def set_flat_taps(Py_ssize_t max_taps, Py_ssize_t max_run):
+    """Run interior blocks of dense items over one flat list of taps when the reduction has
+    at most ``max_taps`` terms (0: never; at most CL_FLAT_TAPS_CAP) and the runs of adjacent
+    W taps are shorter than ``max_run``. Returns the previous (max_taps, max_run). Not
+    thread-safe: for tests and experiments."""
+    global cl_flat_max_taps, cl_flat_max_run
+    if not 0 <= max_taps <= CL_FLAT_TAPS_CAP or max_run < 0:
+        raise ValueError(f"max_taps={max_taps}, max_run={max_run}; expected 0 <= max_taps "
+                         f"<= {CL_FLAT_TAPS_CAP} and max_run >= 0")
+    previous = (cl_flat_max_taps, cl_flat_max_run)
+    cl_flat_max_taps = max_taps
+    cl_flat_max_run = max_run
+    return previous
+
+
+def set_whole_pixels(Py_ssize_t max_weight_bytes):
+    """Let a dense item take every channel chunk of its group, chunk loop innermost, when
+    the group's weights take at most ``max_weight_bytes`` (0: never). Returns the previous
+    value. Not thread-safe: for tests and experiments."""
+    return _swap_byte_knob(&cl_whole_pixel_bytes, max_weight_bytes, "max_weight_bytes")
 
 
 def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
@@ -431,4 +458,5 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
             "interior": (g.ow_lo, g.ow_hi),
             "items": g.nitems, "streamed_dst": bool(g.stream_dst),
             "prefetched_src": bool(g.prefetch_src),
+            "whole_pixels": bool(g.whole_pixels),
             "weights_copied_per_pass": g.wpack_elems > 0}

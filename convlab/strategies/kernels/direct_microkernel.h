@@ -49,6 +49,8 @@ typedef struct {
     ptrdiff_t icb;          /* dense: input channels per pass over a segment */
     int stream_dst;         /* dense: dst is written with non-temporal stores (see cl_plan) */
     int prefetch_src;       /* dense 1x1: each pixel block prefetches the next one's src */
+    int whole_pixels;       /* dense: an item takes every channel chunk of its group, chunk
+                             * loop innermost (see cl_whole_pixel_bytes) */
     ptrdiff_t ncgroup;      /* depthwise: groups of channel chunks, one per item */
     ptrdiff_t ow_lo, ow_hi; /* columns whose every kernel tap along W is inside the input */
     ptrdiff_t nitems;
@@ -122,11 +124,39 @@ typedef struct {
      * NULL for none */
     const void *pf;
     ptrdiff_t pf_pix;
+    /* dense, a block whose every pixel has all its taps inside the input, in one pass
+     * over all input channels: the (kd, kh, kw, ic) taps as one flat list of ntoff src
+     * offsets from each pixel's tap 0 (weights step w_ic from tap to tap). The block then
+     * runs one loop over them, with no per-row setup; NULL for the nested loops. */
+    const ptrdiff_t *toff;
+    ptrdiff_t ntoff;
 } cl_kargs;
 
 /* Taps per depthwise batch: enough for any 2-D kernel up to 16x16 or 3-D up to 6x6x6;
  * larger kernels run in several batches that accumulate into dst. */
 #define CL_TAP_BATCH 256
+
+/* Dense items whose reduction (taps x input channels of a group) has at most this many
+ * terms, and whose runs of adjacent W taps are shorter than cl_flat_max_run, run their
+ * interior pixel blocks over one flat list of taps (cl_kargs.toff) instead of a loop per
+ * kernel row: with few input channels (the first layer of a network, IC = 3) a row's run
+ * is 9-21 steps, and the per-row setup of P pixel pointers cost as much as the steps.
+ * 0 turns it off. Variables so that tests and experiments can vary them
+ * (_direct.set_flat_taps). */
+#define CL_FLAT_TAPS_CAP 1024
+
+/* Dense items take every channel chunk of their group, each pixel block running the
+ * chunks one after the other, when the group's weights (taps x ICg x OCgp) take at most
+ * this many bytes, there are at most CL_WHOLE_PIXEL_CHUNKS chunks and one pass takes every
+ * input channel. With one chunk per item, each item wrote one cache line of every
+ * 64-channel pixel in a pass of its own over dst, and where the reduction is short (the
+ * first layer of a network) those scattered writes, not the arithmetic, set the pace;
+ * chunk by chunk, a block's pixels are written whole and in address order. 0 turns it
+ * off. A variable so that tests and experiments can vary it (_direct.set_whole_pixels). */
+#define CL_WHOLE_PIXEL_CHUNKS 16
+static ptrdiff_t cl_whole_pixel_bytes = 32 * 1024;
+static ptrdiff_t cl_flat_max_taps = 1024;
+static ptrdiff_t cl_flat_max_run = 64;
 
 #if defined(__GNUC__) && !defined(CONVLAB_NO_VECTOR_EXT)
 /* GCC vector extensions: one source for every vector width; clang accepts them too.
@@ -281,6 +311,7 @@ static ptrdiff_t cl_prefetch_min_bytes = 16 * 1024 * 1024;
 static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     ptrdiff_t channels, rows, units, want, jmax;
     g->wpack_elems = 0;
+    g->whole_pixels = 0;
     g->stream_dst = 0;
     g->prefetch_src = 0;
     channels = g->depthwise ? g->G : g->OCg;
@@ -351,12 +382,6 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * of a 1 MiB L2 to src and dst. */
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
-        rows = g->G * g->nchunk * g->N;
-        g->nseg = rows >= want || rows == 0 ? 1 : (want + rows - 1) / rows;
-        g->seglen = (npix + g->nseg - 1) / g->nseg;
-        if (g->seglen < 64) g->seglen = 64 < npix ? 64 : npix;
-        if (g->seglen < 1) g->seglen = 1;  /* no output pixels: no segments either */
-        g->nseg = (npix + g->seglen - 1) / g->seglen;
         g->icb = slice > 0 ? cl_pass_bytes / slice : g->ICg;
         if (g->icb < cl_pass_min_channels) g->icb = cl_pass_min_channels;
         if (g->icb > g->ICg) g->icb = g->ICg;
@@ -365,8 +390,18 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
             ptrdiff_t npass = (g->ICg + g->icb - 1) / g->icb;
             g->icb = (g->ICg + npass - 1) / npass;
         }
+        g->whole_pixels = g->nchunk > 1 && g->nchunk <= CL_WHOLE_PIXEL_CHUNKS
+                          && g->icb == g->ICg
+                          && taps * g->ICg * g->OCgp * (ptrdiff_t)itemsize <= cl_whole_pixel_bytes;
+        rows = g->G * (g->whole_pixels ? 1 : g->nchunk) * g->N;
+        g->nseg = rows >= want || rows == 0 ? 1 : (want + rows - 1) / rows;
+        g->seglen = (npix + g->nseg - 1) / g->nseg;
+        if (g->seglen < 64) g->seglen = 64 < npix ? 64 : npix;
+        if (g->seglen < 1) g->seglen = 1;  /* no output pixels: no segments either */
+        g->nseg = (npix + g->seglen - 1) / g->seglen;
         pass_elems = taps * g->icb * jmax * g->V;
-        if (g->nchunk > 1 && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
+        if (g->nchunk > 1 && !g->whole_pixels
+            && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
             g->wpack_elems = pass_elems;
         g->prefetch_src = cl_prefetch_min_bytes > 0 && taps == 1 && !g->pd && !g->ph && !g->pw
                           && g->N * g->ID * g->IH * g->IW * g->IC * (ptrdiff_t)itemsize

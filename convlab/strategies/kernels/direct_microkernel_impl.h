@@ -97,6 +97,25 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
     /* With merge, the W taps [kwl, kwh) that are inside the input for every pixel of
      * the block are one contiguous run of src and weights (adjacent taps, the group
      * spans all channels): one loop of (kwh - kwl) * nic. The other taps go singly. */
+    if (a->toff != NULL) {
+        /* every tap of every pixel is inside: one flat loop (cl_kargs.toff) */
+        const ptrdiff_t *toff = a->toff, ntoff = a->ntoff;
+        const CL_REAL *sp[12];
+        const CL_REAL *wp = w;
+        ptrdiff_t t;
+        CL_UNROLL for (p = 0; p < P; p++) sp[p] = s + poff[p];
+        for (t = 0; t < ntoff; t++) {
+            const ptrdiff_t o = toff[t];
+            CL_VEC wv[4];
+            CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);
+            CL_UNROLL for (p = 0; p < P; p++) {
+                CL_VEC x = CL_BCAST(sp[p][o]);
+                CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];
+            }
+            wp += w_ic;
+        }
+        goto store;
+    }
     if (merge) {
         kwl = 0;
         kwh = nkw;
@@ -138,6 +157,7 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
             }
         }
     }
+store:;
 #if CL_CAN_STREAM
     if (a->stream) {
         CL_UNROLL for (p = 0; p < P; p++) {
@@ -333,7 +353,12 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     const ptrdiff_t IC = g->IC, IW = g->IW, OCgp = g->OCgp, ICg = g->ICg;
     const ptrdiff_t npix = g->OD * g->OH * g->OW;
     ptrdiff_t poff[12], pd0[12], ph0[12], pw0[12];
+    ptrdiff_t toff[CL_FLAT_TAPS_CAP];
     ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0;
+    /* the last input position a pixel's taps reach, from its tap 0, per axis */
+    const ptrdiff_t reach_d = (g->KD - 1) * g->dd, reach_h = (g->KH - 1) * g->dh;
+    const ptrdiff_t reach_w = (g->KW - 1) * g->dw;
+    int flat;
     const int summing = g->epi != NULL && g->epi->seeds_sum;
     const int finishing = g->epi != NULL && g->epi->nops > 0;
     int J, pmax, stream;
@@ -341,12 +366,18 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     CL_REAL *dst_n;
     cl_kargs a;
 
+    /* chunks [chunk, chunk + nch) of the group: one, or all of them (whole_pixels) */
+    const ptrdiff_t nch = g->whole_pixels ? g->nchunk : 1;
+    ptrdiff_t ch, coc[CL_WHOLE_PIXEL_CHUNKS], cstore[CL_WHOLE_PIXEL_CHUNKS];
+    int cJ[CL_WHOLE_PIXEL_CHUNKS], cstream[CL_WHOLE_PIXEL_CHUNKS];
+
     seg = item % g->nseg; item /= g->nseg;
     n = item % g->N; item /= g->N;
-    chunk = item % g->nchunk;
-    grp = item / g->nchunk;
+    chunk = g->whole_pixels ? 0 : item % g->nchunk;
+    grp = g->whole_pixels ? item : item / g->nchunk;
     CL_FN(chunk_span)(g->nvec, g->nchunk, chunk, &v0, &J);
     oc0 = v0 * CL_V;
+    /* the first chunk has the most vectors: blocks sized for it suit every chunk */
     pmax = pmax_table[J];
     p0 = seg * g->seglen;
     p1 = p0 + g->seglen < npix ? p0 + g->seglen : npix;
@@ -376,13 +407,34 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     a.merge = g->dw == 1 && ICg == IC && g->icb == ICg;
     /* Non-temporal stores take whole vectors at aligned addresses, and post-ops would
      * read the block straight back. */
-    stream = g->stream_dst && !finishing && a.nstore == J * CL_V
-             && (g->OC * sizeof(CL_REAL)) % CL_VBYTES == 0
-             && (size_t)(dst + n * npix * g->OC + grp * g->OCg + oc0) % CL_VBYTES == 0;
+    stream = g->stream_dst && !finishing && (g->OC * sizeof(CL_REAL)) % CL_VBYTES == 0;
+    for (ch = 0; ch < nch; ch++) {
+        ptrdiff_t v;
+        CL_FN(chunk_span)(g->nvec, g->nchunk, chunk + ch, &v, &cJ[ch]);
+        coc[ch] = v * CL_V - oc0;  /* from the first chunk's first channel */
+        cstore[ch] = g->OCg - v * CL_V < cJ[ch] * CL_V ? g->OCg - v * CL_V : cJ[ch] * CL_V;
+        cstream[ch] = stream && cstore[ch] == cJ[ch] * CL_V
+                      && (size_t)(dst + n * npix * g->OC + grp * g->OCg + v * CL_V)
+                         % CL_VBYTES == 0;
+    }
     a.nkw = g->KW;
     a.pf = NULL;
     a.pf_pix = g->sw * IC;
     /* src of image n and group grp; pixel offsets are added only for inside taps */
+    /* Interior blocks loop over one flat list of taps (cl_flat_max_taps): one pass over
+     * every input channel, several taps, and short runs of adjacent W taps. */
+    a.toff = NULL;
+    a.ntoff = g->KD * g->KH * g->KW * ICg;
+    flat = g->icb == ICg && a.ntoff > ICg && a.ntoff <= cl_flat_max_taps
+           && a.ntoff <= CL_FLAT_TAPS_CAP && (a.merge ? g->KW * ICg : ICg) < cl_flat_max_run;
+    if (flat) {
+        ptrdiff_t kd, kh, kw, ic, t = 0;
+        for (kd = 0; kd < g->KD; kd++)
+            for (kh = 0; kh < g->KH; kh++)
+                for (kw = 0; kw < g->KW; kw++)
+                    for (ic = 0; ic < ICg; ic++)
+                        toff[t++] = kd * a.s_kd + kh * a.s_kh + kw * a.s_kw + ic;
+    }
     src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
     w_g = w + grp * g->KD * g->KH * g->KW * ICg * OCgp + oc0;
     dst_n = dst + n * npix * g->OC + grp * g->OCg + oc0;
@@ -393,7 +445,7 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         const int seed = summing && ic0 == 0, finish = finishing && ic0 + g->icb >= ICg;
         a.nic = ICg - ic0 < g->icb ? ICg - ic0 : g->icb;
         a.s = src_n + ic0;
-        if (pack != NULL && p1 - p0 > pmax) {
+        if (pack != NULL && nch == 1 && p1 - p0 > pmax) {
             /* several pixel blocks will read this pass's weights: copy them contiguous */
             const ptrdiff_t jv = J * CL_V, taps = g->KD * g->KH * g->KW;
             ptrdiff_t t, ic;
@@ -415,13 +467,11 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         a.w_kh = g->KW * a.w_kw;
         a.w_kd = g->KH * a.w_kh;
         a.accumulate = ic0 > 0 || summing;
-        /* the last pass writes the block for good */
-        a.stream = stream && ic0 + g->icb >= ICg;
         CL_FOR_BLOCKS(p0, p1, pmax, pix, P, {
             /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
             ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
             ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
-            int p;
+            int p, inside = flat;
             for (p = 0; p < P; p++) {
                 const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
                 const ptrdiff_t iw = ow * g->sw - g->pw;
@@ -429,6 +479,8 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                 ph0[p] = ih;
                 pw0[p] = iw;
                 poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
+                inside &= id >= 0 && id + reach_d < g->ID && ih >= 0 && ih + reach_h < g->IH
+                          && iw >= 0 && iw + reach_w < IW;
                 if (++ow == g->OW) {
                     ow = 0;
                     if (++oh == g->OH) {
@@ -445,14 +497,28 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                                     + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
                                                 + ow * g->sw) * IC) * sizeof(CL_REAL))
                    : NULL;
-            a.d = dst_n + pix * g->OC;
-            if (seed)
-                CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P, a.nstore,
-                                                  (const CL_REAL *)a.bias);
-            CL_FN(dense_call)(P, J, &a);
-            if (finish)
-                CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P, a.nstore,
-                                               n * npix + pix, grp * g->OCg + oc0);
+            a.toff = inside ? toff : NULL;
+            {
+                const CL_REAL *w_pass = (const CL_REAL *)a.w;
+                for (ch = 0; ch < nch; ch++) {
+                    /* in place (one pass) when nch > 1: a chunk's weights are columns */
+                    a.w = w_pass + coc[ch];
+                    a.bias = bias + grp * OCgp + oc0 + coc[ch];
+                    a.nstore = cstore[ch];
+                    /* the last pass writes the block for good */
+                    a.stream = cstream[ch] && ic0 + g->icb >= ICg;
+                    a.d = dst_n + pix * g->OC + coc[ch];
+                    if (seed)
+                        CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
+                                                          a.nstore, (const CL_REAL *)a.bias);
+                    CL_FN(dense_call)(P, cJ[ch], &a);
+                    if (finish)
+                        CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
+                                                       a.nstore, n * npix + pix,
+                                                       grp * g->OCg + oc0 + coc[ch]);
+                }
+                a.w = w_pass;
+            }
         });
     }
 #if CL_CAN_STREAM
