@@ -837,10 +837,19 @@ def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, 
 def cost_terms(problem, threads) -> tuple:
     """The work of one ``convolve`` call, as :mod:`convlab.cost_model` terms, and details
     for ``explain``. Transforms and the contraction run on ``threads`` threads; the
-    gathers, crops and per-block calls on one."""
+    gathers, crops and per-block calls on one, except where group tasks share them out
+    (:func:`_group_tasks`): then the copies, tiles and tasks (counted as blocks) are
+    divided among the threads too."""
     t = tiling(problem)
     counts = work_counts(problem, t)
     gemm = t.contraction == "gemm"
+    blocks_per_chunk = -(-problem.batch * t.spatial_tiles // t.block_tiles)
+    split = _group_tasks(problem, t, blocks_per_chunk, threads)
+    serial = 1.0
+    if split is not None:
+        tasks, concurrent = split
+        serial = float(concurrent)
+        counts["blocks"] = float(len(tasks))
     terms = {
         "call": 1.0,
         "forward_fft_flops": counts["forward_fft_flops"] / threads,
@@ -850,14 +859,14 @@ def cost_terms(problem, threads) -> tuple:
         "broadcast_flops": 0.0 if gemm else counts["contraction_flops"] / threads,
         "spectrum_stream_bytes": counts["spectrum_stream_bytes"] / threads,
         "gemm_calls": counts["gemm_calls"] / threads,
-        "copy_bytes": counts["copy_bytes"],
-        "tiles": counts["tiles"],
-        "blocks": counts["blocks"],
+        "copy_bytes": counts["copy_bytes"] / serial,
+        "tiles": counts["tiles"] / serial,
+        "blocks": counts["blocks"] / serial,
         # a plan transforms its weights once (cost_model.PREPARATION_TERMS)
         "weight_transform_flops": counts["weight_fft_flops"] / threads,
     }
-    details = dict(t.describe(), threads=threads,
-                   float32_relative_error=relative_error(problem))
+    details = dict(t.describe(), threads=threads, group_tasks=0 if split is None
+                   else len(split[0]), float32_relative_error=relative_error(problem))
     return terms, details
 
 
