@@ -775,10 +775,10 @@ def _group_tasks(problem, t: Tiling, block_count: int, threads: int):
     mixes channels (GEMM), one group, or tiles so large that one group's buffers exceed
     GROUP_TASK_BYTES (one channel per transform then lost to transforms of a few channels
     on all threads: 3-D UX-Net's 48^3 stage, 54^3 tiles, ~0.75x) or that fewer tasks than
-    threads fit the workspace at once.
+    the machine's cores fit the workspace at once.
 
-    The groups per task depend only on the problem and the tiling, so the results do not
-    depend on ``threads``."""
+    The split depends only on the problem, the tiling and the machine, so the results do
+    not depend on ``threads``."""
     if t.contraction != "broadcast" or problem.groups == 1:
         return None
     rows = min(t.block_tiles, problem.batch * t.spatial_tiles)
@@ -789,10 +789,13 @@ def _group_tasks(problem, t: Tiling, block_count: int, threads: int):
                              GROUP_TASK_BYTES // per_group))
     tasks = [(b, g0, min(problem.groups, g0 + task_groups))
              for g0 in range(0, problem.groups, task_groups) for b in range(block_count)]
-    concurrent = min(threads, len(tasks), t.workspace_bytes // (per_group * task_groups))
-    if concurrent < min(threads, len(tasks)):
+    fit = t.workspace_bytes // (per_group * task_groups)
+    # whether to split at all is decided for the machine's cores, not the call's threads:
+    # the two paths batch the transforms differently, and the result must not depend on
+    # the thread count
+    if fit < min(_reference_parallelism(), len(tasks)):
         return None
-    return tasks, concurrent
+    return tasks, max(1, min(threads, len(tasks), fit))
 
 
 def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, t: Tiling,
