@@ -54,11 +54,18 @@ Selection: the cost hook counts the transforms, the contraction, the weight spec
 per block, the copies, tiles and blocks, and the weights' transform (which a plan pays
 once). "auto" and "tune" weigh fft from AUTO_MIN_KERNEL_TAPS kernel taps on.
 
-Threads: the transforms run on pocketfft's threads (``workers=threads``); the contraction
-on this module's thread pool, the BLAS at one thread meanwhile; the gathers and crops on
-the calling thread. Nothing runs wide at the same time. The tile shape, blocks and the
-frequency chunks the threads share do not depend on ``threads``, so every thread count
-gives the same result, bit for bit.
+Threads: where the contraction is the broadcast product and there are several groups
+(depthwise layers), the groups are independent from the gather to the crop, and
+(block, slice of groups) tasks each run the whole pipeline on one thread of this module's
+pool, the tasks shared by the threads. Otherwise the transforms run on pocketfft's threads
+(``workers=threads``), the contraction on this module's pool, the BLAS at one thread
+meanwhile, and the gathers and crops on the calling thread; nothing runs wide at the same
+time. The tile shape, blocks, group slices and the frequency chunks the threads share do
+not depend on ``threads``, so every thread count gives the same result, bit for bit.
+
+Buffers: a block's input tiles and output spectrum live in the buffer im2col keeps per
+thread between calls (within the same workspace limit), since fresh memory page-faults on
+every call.
 """
 from __future__ import annotations
 

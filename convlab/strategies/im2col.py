@@ -25,7 +25,8 @@ Workspace: the panels of one call never hold more than the workspace limit (defa
 16 MiB; :func:`set_workspace_limit`, the ``CONVLAB_IM2COL_WORKSPACE`` environment
 variable, or the :func:`workspace_limit` context manager), whatever the batch and
 spatial sizes. A full panel of VGG-19 conv1_2 at batch 1 would take 110 MiB. The buffer
-is kept for the next call (one per Python thread; :func:`release_workspace` frees it).
+is kept for the next call (one per Python thread; :func:`release_workspace` frees it);
+the fft strategy carves its blocks' buffers from the same one.
 
 Chunks: about CHUNK_TARGET_BYTES of panel per thread, except where a few dozen rows
 make a GEMM small enough for OpenBLAS's unpacked sgemm kernel (SMALL_GEMM_MNK: ResNet-50
