@@ -143,7 +143,7 @@ def test_threads_give_the_same_result_bit_for_bit(rng):
 
 
 
-@pytest.mark.parametrize("groups, ic, oc", [(24, 24, 24), (12, 24, 36)])
+@pytest.mark.parametrize("groups, ic, oc", [(48, 48, 48), (32, 32, 64)])
 def test_group_tasks_cover_every_group_and_give_the_same_bits_at_any_thread_count(rng,
                                                                                  groups, ic, oc):
     """Depthwise-like layers run (block, slice of groups) tasks on the threads; every

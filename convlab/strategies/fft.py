@@ -774,6 +774,11 @@ def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
 # (thread time, one core, AMD EPYC, load ~7).
 GROUP_TASK_BYTES = 2 * 2**20
 GROUP_TASKS_MIN = 4
+# Fewer groups per task than this run on all threads stage by stage instead: 3-D UX-Net's
+# 24^3 stage (27^3 tiles, 6 groups a task) took 1.06-1.14x the thread time and 1.06x the
+# 2-thread time of the stage path (medians of 9-11 interleaved runs, load ~6); the
+# transforms then batch few lines and the spectrum slices are narrower than a cache line.
+GROUP_TASK_MIN_GROUPS = 8
 
 
 def _group_tasks(problem, t: Tiling, block_count: int, threads: int):
@@ -794,6 +799,8 @@ def _group_tasks(problem, t: Tiling, block_count: int, threads: int):
         return None
     task_groups = max(1, min(t.group_chunk, -(-problem.groups // GROUP_TASKS_MIN),
                              GROUP_TASK_BYTES // per_group))
+    if task_groups < GROUP_TASK_MIN_GROUPS:
+        return None
     tasks = [(b, g0, min(problem.groups, g0 + task_groups))
              for g0 in range(0, problem.groups, task_groups) for b in range(block_count)]
     fit = t.workspace_bytes // (per_group * task_groups)
