@@ -101,6 +101,15 @@ def test_plan_regret_prefers_forced_plans_as_the_bar():
     assert bench_results.first_call_ratio(first) == 5.0
 
 
+def test_selection_summary_without_a_plan_contender():
+    """A run of one-shot algorithms only (no 'plan' in --algorithms) still summarises."""
+    layer = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"net:once"')
+    results = [(layer, [_contender("direct", 2.0), _contender("fft", 1.0),
+                        _contender("torch", 4.0, "torch")])]
+    text = "\n".join(benchmark.selection_summary(results, ["net:once"]))
+    assert "first call" not in text
+
+
 def test_algorithm_names_accept_plans_forced_to_registered_algorithms():
     bench_args.check_algorithm_names(["direct", "auto", "plan", "plan:direct"])
     for bad in (["plan:no_such"], ["no_such"], ["plan:auto"]):

@@ -337,8 +337,8 @@ def test_direct_small_input_channels_match_on_every_path(rng, isa_level, dtype, 
                                                          post_ops):
     """With the flat tap list and whole-pixel items each forced on and off, direct's
     result matches the reference (with a bias, a batch of 2 and fused post-ops)."""
-    from convlab.strategies.kernels import _direct
     from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
     spec = dict(SMALL_INPUT_CHANNEL_CASES[case])
     ic, oc, groups = spec.pop("ic"), spec.pop("oc"), spec.pop("groups")
     input_shape, kernel = spec.pop("input_shape"), spec.pop("kernel")

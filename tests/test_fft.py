@@ -143,6 +143,26 @@ def test_threads_give_the_same_result_bit_for_bit(rng):
             np.testing.assert_array_equal(other, results[0])
 
 
+
+@pytest.mark.parametrize("groups, ic, oc", [(48, 48, 48), (32, 32, 64)])
+def test_group_tasks_cover_every_group_and_give_the_same_bits_at_any_thread_count(rng,
+                                                                                 groups, ic, oc):
+    """Depthwise-like layers run (block, slice of groups) tasks on the threads; every
+    group is computed once, and the split does not depend on the thread count."""
+    src, weights, bias = _tensors(rng, groups=groups, ic=ic, oc=oc, input_shape=(30, 26),
+                                  kernel=(9, 7))
+    attributes = dict(groups=groups, pads_begin=(4, 3), pads_end=(4, 3))
+    problem = problem_of(src, weights, bias, attributes)
+    t = fft.tiling(problem)
+    tasks, _ = fft._group_tasks(problem, t, 1, 2)
+    covered = sorted(g for _, g0, g1 in tasks for g in range(g0, g1))
+    assert len(tasks) >= fft.GROUP_TASKS_MIN and covered == list(range(groups))
+    results = [convlab.convolve(src, weights, bias, algorithm="fft", threads=t, **attributes)
+               for t in (1, 2, 3)]
+    for other in results[1:]:
+        np.testing.assert_array_equal(other, results[0])
+    assert_matches_reference(results[0], src, weights, bias, attributes, "fft")
+
 def test_precision_highest_excludes_fft_and_default_admits_it():
     problem = convlab.make_problem((1, 56, 56, 16), np.float32, (31, 31, 1, 16), np.float32,
                                    groups=16, pads_begin=15, pads_end=15)

@@ -140,7 +140,8 @@ def selection_summary(results, names) -> list[str]:
                      f"{worst[0]:.2f} ({where}, best {worst[1]}, plan runs {worst[2]}); "
                      f"within 10% on {sum(r[0] <= 1.10 for r, _ in plans)}/{len(plans)} "
                      f"layers")
-    firsts = [(first_call_ratio(cs), name, layer, next(c for c in cs if c.label == "plan"))
+    firsts = [(first_call_ratio(cs), name, layer,
+               next((c for c in cs if c.label == "plan"), None))
               for name, (layer, cs) in zip(names, results)]
     firsts = [f for f in firsts if f[0] is not None]
     if firsts:

@@ -54,11 +54,18 @@ Selection: the cost hook counts the transforms, the contraction, the weight spec
 per block, the copies, tiles and blocks, and the weights' transform (which a plan pays
 once). "auto" and "tune" weigh fft from AUTO_MIN_KERNEL_TAPS kernel taps on.
 
-Threads: the transforms run on pocketfft's threads (``workers=threads``); the contraction
-on this module's thread pool, the BLAS at one thread meanwhile; the gathers and crops on
-the calling thread. Nothing runs wide at the same time. The tile shape, blocks and the
-frequency chunks the threads share do not depend on ``threads``, so every thread count
-gives the same result, bit for bit.
+Threads: where the contraction is the broadcast product and there are several groups
+(depthwise layers), the groups are independent from the gather to the crop, and
+(block, slice of groups) tasks each run the whole pipeline on one thread of this module's
+pool, the tasks shared by the threads. Otherwise the transforms run on pocketfft's threads
+(``workers=threads``), the contraction on this module's pool, the BLAS at one thread
+meanwhile, and the gathers and crops on the calling thread; nothing runs wide at the same
+time. The tile shape, blocks, group slices and the frequency chunks the threads share do
+not depend on ``threads``, so every thread count gives the same result, bit for bit.
+
+Buffers: a block's input tiles and output spectrum live in the buffer im2col keeps per
+thread between calls (within the same workspace limit), since fresh memory page-faults on
+every call.
 """
 from __future__ import annotations
 
@@ -115,6 +122,9 @@ BROADCAST_MAX_CHANNEL_PRODUCT = 16
 # slices take about this many bytes; fixed per problem so that results do not depend on
 # the thread count.
 CHUNK_BYTES = 256 * 2**10
+
+# Where the output spectrum starts in a block's buffer: a cache line after the input.
+WORKSPACE_ALIGN = 64
 
 # Weight spectra kept with prepared weights, per tile shape (a plan that sees many image
 # sizes keeps the latest ones).
@@ -595,25 +605,37 @@ def frequency_chunks(freqs: int, per_frequency_bytes: int) -> list[tuple[int, in
 
 
 def _run_parallel(work, chunks, threads: int) -> None:
-    """``work(lo, hi)`` on every chunk, the chunks dealt out to ``threads`` threads (the
-    caller is one of them)."""
+    """``work(*chunk)`` on every chunk, on up to ``threads`` threads (the caller is one of
+    them), each taking the next chunk not yet taken.
+
+    A helper that has not started when the caller runs out of chunks is cancelled rather
+    than waited for: on a busy machine waking a pool thread took milliseconds (4 ms a
+    call, a 48x48, 16-channel layer at load 6), more than a small layer's contraction.
+    Which thread computes a chunk does not change its result.
+    """
     threads = max(1, min(threads, len(chunks)))
     if threads == 1:
-        for lo, hi in chunks:
-            work(lo, hi)
+        for chunk in chunks:
+            work(*chunk)
         return
-    shares = [chunks[i::threads] for i in range(threads)]
+    pending = iter(chunks)
+    lock = threading.Lock()
 
-    def run_share(share):
-        for lo, hi in share:
-            work(lo, hi)
+    def drain():
+        while True:
+            with lock:
+                chunk = next(pending, None)
+            if chunk is None:
+                return
+            work(*chunk)
 
-    futures = [_executor().submit(run_share, share) for share in shares[1:]]
+    helpers = [_executor().submit(drain) for _ in range(threads - 1)]
     try:
-        run_share(shares[0])
+        drain()
     finally:
-        for future in futures:
-            future.result()
+        for helper in helpers:
+            if not helper.cancel():
+                helper.result()
 
 
 def contract(x: np.ndarray, w: np.ndarray, y: np.ndarray, groups: int, contraction: str,
@@ -694,68 +716,157 @@ def _all_finite(dst: np.ndarray) -> bool:
                for i in range(0, flat.size, FINITE_CHECK_ELEMENTS))
 
 
+def _block_buffers(t: Tiling, rows: int, in_channels: int, out_channels: int, dtype,
+                   complex_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """A block's input tiles (L..., rows, IC of the chunk), real, and its output spectrum
+    (F..., rows, OC of the chunk), complex, carved from the buffer im2col keeps per thread
+    between calls (at most the workspace limit: the two are part of ``t.workspace_bytes``).
+
+    Fresh buffers cost a page fault per 4 KiB page on every call (im2col's ``_cache``
+    says how much in this VM); on RepLKNet's 31x31 stage 1 reused ones took the input
+    gather, transforms, product and inverse from 15 ms to 6.5 ms (thread time, one core).
+    """
+    dtype, complex_dtype = np.dtype(dtype), np.dtype(complex_dtype)
+    real_shape = (*t.fft_shape, rows, in_channels)
+    complex_shape = (*t.spectrum_shape, rows, out_channels)
+    real_bytes = math.prod(real_shape) * dtype.itemsize
+    offset = -(-real_bytes // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+    complex_bytes = math.prod(complex_shape) * complex_dtype.itemsize
+    raw = im2col.thread_workspace(offset + complex_bytes, np.dtype(np.uint8))
+    return (raw[:real_bytes].view(dtype).reshape(real_shape),
+            raw[offset:offset + complex_bytes].view(complex_dtype).reshape(complex_shape))
+
+
 def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
     """The tiles' transforms, contraction, inverse transforms and crops into ``dst``, block
-    by block for each chunk of groups; returns the number of blocks."""
+    by block for each chunk of groups; returns the number of blocks.
+
+    Where the contraction is the broadcast product and there are several groups, the
+    groups are independent from the gather to the crop: each (block, slice of groups) is a
+    task that runs the whole pipeline on one thread (:func:`_group_tasks`), the tasks
+    shared by the threads. Otherwise each block runs its stages one after the other, each
+    stage on all threads.
+    """
+    block_list = list(blocks(problem, t))
+    split = _group_tasks(problem, t, len(block_list), threads)
+    if split is not None:
+        tasks, concurrent = split
+
+        def work(b, g0, g1):
+            _block_pipeline(problem, src, block_list[b], g0, g1, spectrum, bias, dst, t, 1)
+
+        _run_parallel(work, tasks, concurrent)
+        return len(block_list) * -(-problem.groups // t.group_chunk)
+    block_count = 0
+    for g0 in range(0, problem.groups, t.group_chunk):
+        g1 = min(problem.groups, g0 + t.group_chunk)
+        for block in block_list:
+            block_count += 1
+            _block_pipeline(problem, src, block, g0, g1, spectrum, bias, dst, t, threads)
+    return block_count
+
+
+# A group task's four buffers (input tiles and their spectrum, output spectrum and tiles)
+# take at most this many bytes (when one group fits) and the groups are cut into at least
+# GROUP_TASKS_MIN tasks where there are enough: tasks of ~0.5 MiB cost 10-20% more thread
+# time than one pass over all groups on 3-D UX-Net's 12^3 and 6^3 stages (Python and
+# SciPy's overhead per call, ~0.1 ms a task), while RepLKNet's 56x56 stage gained 20%
+# (thread time, one core, AMD EPYC, load ~7).
+GROUP_TASK_BYTES = 2 * 2**20
+GROUP_TASKS_MIN = 4
+# Fewer groups per task than this run on all threads stage by stage instead: 3-D UX-Net's
+# 24^3 stage (27^3 tiles, 6 groups a task) took 1.06-1.14x the thread time and 1.06x the
+# 2-thread time of the stage path (medians of 9-11 interleaved runs, load ~6); the
+# transforms then batch few lines and the spectrum slices are narrower than a cache line.
+GROUP_TASK_MIN_GROUPS = 8
+
+
+def _group_tasks(problem, t: Tiling, block_count: int, threads: int):
+    """(block, first group, end group) tasks and how many may run at once, or None where
+    the stages should run one after the other on all threads instead: a contraction that
+    mixes channels (GEMM), one group, or tiles so large that one group's buffers exceed
+    GROUP_TASK_BYTES (one channel per transform then lost to transforms of a few channels
+    on all threads: 3-D UX-Net's 48^3 stage, 54^3 tiles, ~0.75x) or that fewer tasks than
+    the machine's cores fit the workspace at once.
+
+    The split depends only on the problem, the tiling and the machine, so the results do
+    not depend on ``threads``."""
+    if t.contraction != "broadcast" or problem.groups == 1:
+        return None
+    rows = min(t.block_tiles, problem.batch * t.spatial_tiles)
+    per_group = tile_bytes_per_group(problem, t.fft_shape) * rows
+    if per_group > GROUP_TASK_BYTES:
+        return None
+    task_groups = max(1, min(t.group_chunk, -(-problem.groups // GROUP_TASKS_MIN),
+                             GROUP_TASK_BYTES // per_group))
+    if task_groups < GROUP_TASK_MIN_GROUPS:
+        return None
+    tasks = [(b, g0, min(problem.groups, g0 + task_groups))
+             for g0 in range(0, problem.groups, task_groups) for b in range(block_count)]
+    fit = t.workspace_bytes // (per_group * task_groups)
+    # whether to split at all is decided for the machine's cores, not the call's threads:
+    # the two paths batch the transforms differently, and the result must not depend on
+    # the thread count
+    if fit < min(_reference_parallelism(), len(tasks)):
+        return None
+    return tasks, max(1, min(threads, len(tasks), fit))
+
+
+def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, t: Tiling,
+                    threads: int) -> None:
+    """One block of tiles for groups [g0, g1): gather, transform, contract, inverse
+    transform, crop into ``dst`` (plus the bias)."""
     r = problem.rank
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     spatial = tuple(range(r))
     freqs = math.prod(t.spectrum_shape)
     complex_dtype = np.result_type(problem.dtype, np.complex64)
     steps = tuple(slice(None, None, s) for s in problem.strides)
-    block_count = 0
-    for g0 in range(0, problem.groups, t.group_chunk):
-        gc = min(t.group_chunk, problem.groups - g0)
-        ic0, ic1 = g0 * icg, (g0 + gc) * icg
-        oc0, oc1 = g0 * ocg, (g0 + gc) * ocg
-        chunk_bias = None if bias is None else bias[oc0:oc1]
-        w = spectrum[:, g0:g0 + gc]
-        buffers = {}
-        for block in blocks(problem, t):
-            block_count += 1
-            rows = sum(take for _, _, take, _ in block)
-            if rows not in buffers:  # the full size, then maybe a shorter last block
-                buffers.clear()  # never both at once
-                buffers[rows] = (
-                    np.empty((*t.fft_shape, rows, ic1 - ic0), problem.dtype),
-                    np.empty((*t.spectrum_shape, rows, oc1 - oc0), complex_dtype))
-            tiles_in, y = buffers[rows]
-            tiles_in.fill(0)
-            for axes, image, take, row in block:
-                window = src[(slice(image, image + take), *(a.src for a in axes),
-                              slice(ic0, ic1))]
-                target = tiles_in[(*(a.buffer for a in axes), slice(row, row + take))]
-                np.copyto(target, np.moveaxis(window, 0, r))
-            x = sfft.rfftn(tiles_in, axes=spatial, workers=threads)
-            contract(x.reshape(freqs, rows, ic1 - ic0), w, y.reshape(freqs, rows, oc1 - oc0),
-                     gc, t.contraction, threads)
-            del x
-            out = sfft.irfftn(y, s=t.fft_shape, axes=spatial, norm="forward",
-                              overwrite_x=True, workers=threads)
-            for axes, image, take, row in block:
-                kept = out[(*(slice(0, (a.count - 1) * s + 1)
-                              for a, s in zip(axes, problem.strides)),
-                            slice(row, row + take))][steps]
-                target = dst[(slice(image, image + take), *(a.out for a in axes),
-                              slice(oc0, oc1))]
-                kept = np.moveaxis(kept, r, 0)
-                if chunk_bias is None:
-                    np.copyto(target, kept)
-                else:
-                    np.add(kept, chunk_bias, out=target)
-            del out
-    return block_count
+    ic0, ic1 = g0 * icg, g1 * icg
+    oc0, oc1 = g0 * ocg, g1 * ocg
+    chunk_bias = None if bias is None else bias[oc0:oc1]
+    rows = sum(take for _, _, take, _ in block)
+    tiles_in, y = _block_buffers(t, rows, ic1 - ic0, oc1 - oc0, problem.dtype, complex_dtype)
+    tiles_in[...] = 0
+    for axes, image, take, row in block:
+        window = src[(slice(image, image + take), *(a.src for a in axes), slice(ic0, ic1))]
+        target = tiles_in[(*(a.buffer for a in axes), slice(row, row + take))]
+        np.copyto(target, np.moveaxis(window, 0, r))
+    x = sfft.rfftn(tiles_in, axes=spatial, workers=threads)
+    contract(x.reshape(freqs, rows, ic1 - ic0), spectrum[:, g0:g1],
+             y.reshape(freqs, rows, oc1 - oc0), g1 - g0, t.contraction, threads)
+    del x
+    out = sfft.irfftn(y, s=t.fft_shape, axes=spatial, norm="forward", overwrite_x=True,
+                      workers=threads)
+    for axes, image, take, row in block:
+        kept = out[(*(slice(0, (a.count - 1) * s + 1) for a, s in zip(axes, problem.strides)),
+                    slice(row, row + take))][steps]
+        target = dst[(slice(image, image + take), *(a.out for a in axes), slice(oc0, oc1))]
+        kept = np.moveaxis(kept, r, 0)
+        if chunk_bias is None:
+            np.copyto(target, kept)
+        else:
+            np.add(kept, chunk_bias, out=target)
 
 
 # --------------------------------------------------------------------------- cost
 
 def cost_terms(problem, threads) -> tuple:
-    """The work of one ``convolve`` call, as :mod:`convlab.dispatch.cost_model` terms, and details
-    for ``explain``. Transforms and the contraction run on ``threads`` threads; the
-    gathers, crops and per-block calls on one."""
+    """The work of one ``convolve`` call, as :mod:`convlab.dispatch.cost_model` terms, and
+    details for ``explain``. Transforms and the contraction run on ``threads`` threads; the
+    gathers, crops and per-block calls on one, except where group tasks share them out
+    (:func:`_group_tasks`): then the copies, tiles and tasks (counted as blocks) are
+    divided among the threads too."""
     t = tiling(problem)
     counts = work_counts(problem, t)
     gemm = t.contraction == "gemm"
+    blocks_per_chunk = -(-problem.batch * t.spatial_tiles // t.block_tiles)
+    split = _group_tasks(problem, t, blocks_per_chunk, threads)
+    serial = 1.0
+    if split is not None:
+        tasks, concurrent = split
+        serial = float(concurrent)
+        counts["blocks"] = float(len(tasks))
     terms = {
         "call": 1.0,
         "forward_fft_flops": counts["forward_fft_flops"] / threads,
@@ -765,14 +876,14 @@ def cost_terms(problem, threads) -> tuple:
         "broadcast_flops": 0.0 if gemm else counts["contraction_flops"] / threads,
         "spectrum_stream_bytes": counts["spectrum_stream_bytes"] / threads,
         "gemm_calls": counts["gemm_calls"] / threads,
-        "copy_bytes": counts["copy_bytes"],
-        "tiles": counts["tiles"],
-        "blocks": counts["blocks"],
+        "copy_bytes": counts["copy_bytes"] / serial,
+        "tiles": counts["tiles"] / serial,
+        "blocks": counts["blocks"] / serial,
         # a plan transforms its weights once (cost_model.PREPARATION_TERMS)
         "weight_transform_flops": counts["weight_fft_flops"] / threads,
     }
-    details = dict(t.describe(), threads=threads,
-                   float32_relative_error=relative_error(problem))
+    details = dict(t.describe(), threads=threads, group_tasks=0 if split is None
+                   else len(split[0]), float32_relative_error=relative_error(problem))
     return terms, details
 
 

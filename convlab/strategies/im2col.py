@@ -25,7 +25,8 @@ Workspace: the panels of one call never hold more than the workspace limit (defa
 16 MiB; :func:`set_workspace_limit`, the ``CONVLAB_IM2COL_WORKSPACE`` environment
 variable, or the :func:`workspace_limit` context manager), whatever the batch and
 spatial sizes. A full panel of VGG-19 conv1_2 at batch 1 would take 110 MiB. The buffer
-is kept for the next call (one per Python thread; :func:`release_workspace` frees it).
+is kept for the next call (one per Python thread; :func:`release_workspace` frees it);
+the fft strategy carves its blocks' buffers from the same one.
 
 Chunks: about CHUNK_TARGET_BYTES of panel per thread, except where a few dozen rows
 make a GEMM small enough for OpenBLAS's unpacked sgemm kernel (SMALL_GEMM_MNK: ResNet-50
@@ -138,7 +139,9 @@ def workspace_limit(nbytes) -> Iterator[int]:
 _cache = threading.local()
 
 
-def _workspace(elements: int, dtype: np.dtype) -> np.ndarray:
+def thread_workspace(elements: int, dtype: np.dtype) -> np.ndarray:
+    """A buffer of `elements` of `dtype` from the one this Python thread keeps between
+    calls (grown when too small, replaced when above the workspace limit)."""
     nbytes = elements * dtype.itemsize
     buffer = getattr(_cache, "buffer", None)
     if buffer is None or buffer.nbytes < nbytes or buffer.nbytes > _workspace_limit:
@@ -597,7 +600,7 @@ def _fuses_post_ops(problem, seeds_sum) -> bool:
 def run_im2col(problem, src, weights, bias, dst, threads, epilogue=None):
     kernel = _kernel()
     p = plan(problem, threads)
-    work = _workspace(p.work_elements, problem.dtype)
+    work = thread_workspace(p.work_elements, problem.dtype)
     changed, effective = _set_blas_threads(p.threads if p.mode == MODE_BLAS else 1)
     omp_threads = p.threads if effective or p.mode == MODE_BLAS else 1
     try:

@@ -33,6 +33,11 @@ Topics (one module each):
   library's transforms and prepared weights, and its accuracy per tile size;
 * :mod:`convlab.viz.selection`: crossover maps of the automatic choice, from the
   selector's estimates and from timed runs;
+* :mod:`convlab.viz.spectrum`: the convolution theorem on one channel with the fft
+  strategy's own weight spectrum, its overlap-save tiles, the spectrum of a dilated
+  kernel, and timings of the algorithms against the kernel size;
+* :mod:`convlab.viz.exercises`: self-checking exercises that run the reader's answer
+  through the library and say why it is right or wrong;
 * :mod:`convlab.viz.transpose`: transposed convolution as a scatter (found by running
   :func:`convlab.conv_transpose` on one-hot inputs) and as a forward convolution of the
   stretched input, and how many taps land on each output.
@@ -57,6 +62,19 @@ from convlab.viz.selection import (
     plot_crossover_lines,
     plot_crossover_map,
 )
+from convlab.viz.spectrum import (
+    KernelSweep,
+    OverlapSave,
+    SpectrumStages,
+    convolution_theorem,
+    dilated_spectrum,
+    kernel_sweep,
+    overlap_save,
+    plot_convolution_theorem,
+    plot_dilated_spectrum,
+    plot_kernel_sweep,
+    plot_overlap_save,
+)
 from convlab.viz.transpose import (
     Scatter,
     Stretched,
@@ -78,9 +96,12 @@ from convlab.viz.winograd import (
 )
 
 __all__ = [
-    "ColumnMatrix", "CrossoverMap", "Layer", "PanelCost", "ReceptiveField", "Scatter",
-    "Stretched", "Windows", "WinogradStages", "animate_windows", "channel_connectivity",
-    "column_matrix", "crossover_map", "measured_map", "memory_order",
+    "ColumnMatrix", "CrossoverMap", "KernelSweep", "Layer", "OverlapSave", "PanelCost",
+    "ReceptiveField", "Scatter", "SpectrumStages", "Stretched", "Windows", "WinogradStages",
+    "animate_windows", "channel_connectivity", "column_matrix", "convolution_theorem",
+    "crossover_map", "dilated_spectrum", "kernel_sweep", "measured_map", "memory_order",
+    "overlap_save", "plot_convolution_theorem", "plot_dilated_spectrum",
+    "plot_kernel_sweep", "plot_overlap_save",
     "multiplication_counts", "overlap_counts", "panel_cost", "plot_channel_groups",
     "plot_column_matrix", "plot_crossover_lines", "plot_crossover_map",
     "plot_memory_layout", "plot_overlap", "plot_panel_chunks", "plot_receptive_field",
