@@ -22,7 +22,6 @@ import argparse
 import datetime
 import math
 import pathlib
-import re
 import sys
 
 import numpy as np
@@ -183,8 +182,7 @@ def main(argv=None):
                                       "fft_accuracy_<date>_<cpu>.txt)")
     args = parser.parse_args(argv)
     date = datetime.date.today().isoformat()
-    slug = re.sub(r"[^a-z0-9]+", "-", cpu.cpu_model().lower()).strip("-")[:40]
-    out = pathlib.Path(args.out or HERE / "results" / f"fft_accuracy_{date}_{slug}.txt")
+    out = pathlib.Path(args.out or HERE / "results" / f"fft_accuracy_{date}_{cpu.cpu_slug()}.txt")
     lines = ["# fft accuracy, float32 against the float64 reference", "",
              f"command: python bench/fft_accuracy.py {' '.join(sys.argv[1:])}",
              f"machine: {cpu.cpu_model()}, ISA {cpu.effective_isa()}; numpy "

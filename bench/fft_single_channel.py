@@ -17,7 +17,6 @@ import argparse
 import datetime
 import pathlib
 import random
-import re
 import statistics
 import sys
 import time
@@ -62,8 +61,8 @@ def main(argv=None):
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     date = datetime.date.today().isoformat()
-    slug = re.sub(r"[^a-z0-9]+", "-", cpu.cpu_model().lower()).strip("-")[:40]
-    out = pathlib.Path(args.out or HERE / "results" / f"fft_single_channel_{date}_{slug}.txt")
+    name = f"fft_single_channel_{date}_{cpu.cpu_slug()}.txt"
+    out = pathlib.Path(args.out or HERE / "results" / name)
     lines = ["# fft on single-channel images against scipy.signal, float32", "",
              f"command: python bench/fft_single_channel.py {' '.join(sys.argv[1:])}",
              f"machine: {cpu.cpu_model()}, ISA {cpu.effective_isa()}; numpy {np.__version__}, "

@@ -18,6 +18,7 @@ import functools
 import importlib
 import os
 import platform
+import re
 import threading
 import warnings
 from collections.abc import Iterator
@@ -54,6 +55,12 @@ def cpu_model() -> str:
     name = fields.get("model name") or platform.processor() or platform.machine()
     ids = [f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields]
     return f"{name} ({', '.join(ids)})" if ids else name
+
+
+def cpu_slug(length: int = 40) -> str:
+    """:func:`cpu_model` as a file-name part: lower case, runs of other characters as one
+    ``-``, at most ``length`` characters (result files are named by CPU)."""
+    return re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-")[:length]
 
 
 def _parse_size(text: str) -> int | None:

@@ -75,3 +75,18 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
             calls[index]()
             times[index].append(time.perf_counter() - start)
     return times
+
+
+def fastest_in_rounds(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Each call's fastest of ``repeats`` timed runs, after one untimed run each, the calls
+    taking turns (round robin): a burst of load from other processes then slows every
+    contender alike instead of all the runs of one."""
+    for call in calls.values():
+        call()
+    best = dict.fromkeys(calls, math.inf)
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best

@@ -10,7 +10,7 @@ often the estimate picks the fastest algorithm and what a wrong pick costs.
 """
 from __future__ import annotations
 
-import time
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +19,7 @@ import numpy as np
 import convlab
 from convlab.dispatch import select
 from convlab.problem import params
+from convlab.runtime import timing
 from convlab.viz import render
 
 
@@ -132,16 +133,10 @@ def measured_map(channels: Sequence[int], spatial: Sequence[int],
             for t_index, t in enumerate(threads):
                 names = algorithms or [row.name for row in select.contenders(
                     select.assess(problem, t, precision))]
-                for name in names:
-                    convlab.convolve(src, weights, algorithm=name, threads=t, **attributes)
-                best = {name: np.inf for name in names}
-                # round robin: a burst of load from other processes then slows every
-                # contender of this point alike instead of all the runs of one
-                for _ in range(repeats):
-                    for name in names:
-                        start = time.perf_counter()
-                        convlab.convolve(src, weights, algorithm=name, threads=t, **attributes)
-                        best[name] = min(best[name], time.perf_counter() - start)
+                best = timing.fastest_in_rounds(
+                    {name: functools.partial(convlab.convolve, src, weights, algorithm=name,
+                                             threads=t, **attributes) for name in names},
+                    repeats)
                 for name in names:
                     table = seconds.setdefault(name, np.full(shape, np.inf))
                     table[t_index, c_index, h_index] = best[name]

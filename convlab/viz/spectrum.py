@@ -21,8 +21,8 @@ the algorithms against the kernel size on the machine it runs on.
 """
 from __future__ import annotations
 
+import functools
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +31,7 @@ import scipy.fft as sfft
 
 import convlab
 from convlab import params, registry
+from convlab.runtime import timing
 from convlab.runtime.threads import effective_threads
 from convlab.strategies import fft as strategy
 from convlab.viz import render
@@ -338,14 +339,10 @@ def kernel_sweep(kernel_sizes: Sequence[int] = (3, 5, 7, 9, 11, 15), *, spatial:
         problem = params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                       **attributes)
         names = [n for n in algorithms if registry.get_algorithm(n).supports(problem) is None]
-        for name in names:
-            convlab.convolve(src, weights, algorithm=name, threads=threads, **attributes)
-        best = {name: np.inf for name in names}
-        for _ in range(repeats):
-            for name in names:
-                start = time.perf_counter()
-                convlab.convolve(src, weights, algorithm=name, threads=threads, **attributes)
-                best[name] = min(best[name], time.perf_counter() - start)
+        best = timing.fastest_in_rounds(
+            {name: functools.partial(convlab.convolve, src, weights, algorithm=name,
+                                     threads=threads, **attributes) for name in names},
+            repeats)
         for name in names:
             seconds[name][index] = best[name]
     return KernelSweep(tuple(kernel_sizes), spatial, channels, depthwise, threads, seconds)
