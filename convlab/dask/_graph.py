@@ -1,8 +1,9 @@
 """``convlab.dask.convolve``: one Dask task per output chunk, fed its exact receptive field.
 
-The graph holds, per output chunk, one task that receives the input blocks (or the slices
-of neighbouring blocks, its halo) its taps read, the weights key and the bias key; the
-weights are one key of the graph, whatever the number of chunks. docs/dask.md explains the
+The graph holds, per output chunk, one task that receives its own input block, the halo
+slabs of the neighbouring blocks its taps reach (one slice task per block face, shared by
+every chunk reading through that face), the weights key and the bias key; the weights are
+one key of the graph, whatever the number of chunks. docs/dask.md explains the
 choices (output chunks, threads, what is refused).
 """
 from __future__ import annotations
