@@ -180,9 +180,9 @@ def halo_slab(wanted: tuple[tuple[int, int], ...],
     A slab is the piece's interval along one axis, the one where the piece is thinnest
     relative to the block, and the whole block along the others. Pieces read through the
     same face of a block (a face neighbour's, and the edge and corner neighbours' beside
-    it) share one slab, so a block sends at most two slabs per axis instead of one slice
-    per neighbour (26 in 3-D), and a chunk receives at most a face-thick slab of each
-    neighbour, never the whole neighbour."""
+    it) share one slab, so while halos are shallower than the chunks a block sends at most
+    two slabs per axis instead of one slice per neighbour (26 in 3-D), and a chunk
+    receives at most a face-thick slab of each neighbour, never the whole neighbour."""
     if all(start == 0 and stop == extent for (start, stop), extent in zip(wanted, extents)):
         return None
     thinnest = min(range(len(extents)),
