@@ -12,7 +12,7 @@ import dask.array as da
 import numpy as np
 import pytest
 from dask.array.core import PerformanceWarning
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, assume, given, settings, strategies as st
 
 import convlab
 import convlab.dask
@@ -207,6 +207,26 @@ def test_each_output_chunk_reads_exactly_its_receptive_field():
                                                    (2, 0, 2, 5))
 
 
+def test_neighbours_send_face_slabs_not_slices_per_neighbour():
+    # a corner neighbour's piece travels in the face slab along its thinnest axis
+    assert _halo.halo_slab(((6, 8), (6, 8), (6, 8)), (8, 8, 8)) == ((6, 8), (0, 8), (0, 8))
+    assert _halo.halo_slab(((0, 8), (0, 3), (7, 8)), (8, 8, 8)) == ((0, 8), (0, 8), (7, 8))
+    assert _halo.halo_slab(((0, 8), (0, 8)), (8, 8)) is None
+    # the graph: at most two slabs per block and axis, and the halo slab tasks are the
+    # only extra tasks (one per slab, not one per neighbour: 26 in 3-D)
+    src = da.zeros((1, 32, 32, 32, 1), chunks=(1, 8, 8, 8, 1))
+    lazy = convlab.dask.convolve(src, np.ones((5, 5, 5, 1, 1)), pads_begin=2, pads_end=2)
+    layer = lazy.dask.layers[lazy.name]
+    slabs = [task for task in (layer[key] for key in layer) if task[0] is not _worker.run_block]
+    assert lazy.npartitions == 64
+    assert len(slabs) == len(layer) - 64 <= 2 * 3 * 64
+    for key in layer:
+        task = layer[key]
+        if task[0] is _worker.run_block:
+            whole = [dep for dep in task[5:] if dep[0] == src.name]
+            assert whole == [(src.name, *key[1:])]  # its own block, no neighbour's
+
+
 def test_padding_modes_read_across_the_whole_array_not_the_chunk():
     axis = _halo.AxisGeometry(source_extent=8, kernel=3, stride=1, dilation=1,
                               data_dilation=1, pad_begin=1, output_extent=8)
@@ -295,6 +315,45 @@ def test_bad_arguments_are_named_before_any_task_runs(kwargs, error, match):
 
 
 # --------------------------------------------------------------------------- cluster, zarr
+
+def _drawn_cases(strategy, count: int) -> list:
+    """``count`` cases drawn by ``strategy``, the same on every run."""
+    cases: list = []
+
+    @settings(max_examples=count, derandomize=True, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def collect(case):
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+@PROCESSES
+def test_random_chunkings_equal_one_machine_on_a_process_local_cluster():
+    distributed = pytest.importorskip("distributed")
+    cases = _drawn_cases(float_cases(np.float64), 24)
+    assert len(cases) == 24
+    lazies = [_dask_convolve(src, chunks, weights, bias, **attributes)
+              for src, weights, bias, attributes, chunks in cases]
+    threaded = dask.compute(*lazies, scheduler="threads")
+    started = time.perf_counter()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        on_cluster = client.gather(client.compute(lazies))
+    elapsed = time.perf_counter() - started
+    for (src, weights, bias, attributes, chunks), local, remote in zip(cases, threaded,
+                                                                       on_cluster):
+        expected = convlab.convolve(src, weights, bias, **attributes)
+        scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+        for got, where in ((local, "threads"), (remote, "LocalCluster")):
+            assert got.shape == expected.shape and got.dtype == expected.dtype
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10 * scale,
+                                       err_msg=f"{where}: {attributes} chunks={chunks}")
+    assert elapsed < 60, f"the cluster test took {elapsed:.1f} s"
+
 
 @PROCESSES
 def test_process_local_cluster_and_zarr_round_trip(tmp_path):

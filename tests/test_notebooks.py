@@ -37,7 +37,8 @@ def test_there_are_notebooks():
                      "03_stride_and_dilation.ipynb", "04_channels_groups_depthwise.ipynb",
                      "05_im2col_gemm.ipynb", "06_winograd.ipynb",
                      "07_choosing_an_algorithm.ipynb", "08_transposed_convolution.ipynb",
-                     "09_convolution_theorem.ipynb"):
+                     "09_convolution_theorem.ipynb",
+                     "10_dask_chunks_and_halos.ipynb"):
         assert expected in names
 
 

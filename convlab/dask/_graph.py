@@ -1,8 +1,9 @@
 """``convlab.dask.convolve``: one Dask task per output chunk, fed its exact receptive field.
 
-The graph holds, per output chunk, one task that receives the input blocks (or the slices
-of neighbouring blocks, its halo) its taps read, the weights key and the bias key; the
-weights are one key of the graph, whatever the number of chunks. docs/dask.md explains the
+The graph holds, per output chunk, one task that receives its own input block, the halo
+slabs of the neighbouring blocks its taps reach (one slice task per block face, shared by
+every chunk reading through that face), the weights key and the bias key; the weights are
+one key of the graph, whatever the number of chunks. docs/dask.md explains the
 choices (output chunks, threads, what is refused).
 """
 from __future__ import annotations
@@ -191,37 +192,44 @@ def _build(src, weights, bias, kwargs, problem, channel_axis):
     name = f"convlab-convolve-{token}"
     halo_name = f"convlab-halo-{token}"
     layer: dict = {}
-    halo_keys: dict = {}
 
     def block_key(batch_block, spatial_blocks):
         if problem.data_format == "NCX":
             return (batch_block, 0, *spatial_blocks)
         return (batch_block, *spatial_blocks, 0)
 
-    def piece_key(batch_block, parts):
-        """The input block itself, or a task slicing the part of it a halo needs."""
-        index = block_key(batch_block, [p[0] for p in parts])
-        source_key = (src.name, *index)
-        whole = all(start == 0 and stop == chunks[block]
-                    for (block, start, stop, _), chunks in zip(parts, input_chunks))
-        if whole:
-            return source_key
-        slices: list = [slice(None)] * src.ndim
-        for axis, (_, start, stop, _) in zip(spatial_axes, parts):
-            slices[axis] = slice(start, stop)
-        key = halo_keys.get((index, tuple((s.start, s.stop) for s in slices)))
+    slab_keys: dict = {}
+
+    def piece_source(batch_block, parts):
+        """The input block itself, or the halo slab of it that holds the piece (one task,
+        shared by every chunk whose piece it holds), and where the piece lies in it
+        (None: all of it)."""
+        blocks = tuple(p[0] for p in parts)
+        wanted = tuple((p[1], p[2]) for p in parts)
+        source_key = (src.name, *block_key(batch_block, blocks))
+        slab = _halo.halo_slab(wanted, tuple(c[b] for c, b in zip(input_chunks, blocks)))
+        if slab is None:
+            return source_key, None
+        key = slab_keys.get((batch_block, blocks, slab))
         if key is None:
-            key = (halo_name, len(halo_keys))
-            halo_keys[(index, tuple((s.start, s.stop) for s in slices))] = key
-            layer[key] = (operator.getitem, source_key, tuple(slices))
-        return key
+            key = slab_keys[batch_block, blocks, slab] = (halo_name, len(slab_keys))
+            index: list = [slice(None)] * src.ndim
+            for axis, (start, stop) in zip(spatial_axes, slab):
+                index[axis] = slice(start, stop)
+            layer[key] = (operator.getitem, source_key, tuple(index))
+        local = tuple((lo - s0, hi - s0) for (lo, hi), (s0, _) in zip(wanted, slab))
+        whole = all(lo == 0 and hi == s1 - s0 for (lo, hi), (s0, s1) in zip(local, slab))
+        return key, None if whole else local
 
     for batch_block, batch in enumerate(batch_chunks):
         for combo in itertools.product(*[range(len(c)) for c in out_chunks]):
             found = [windows[a][i] for a, i in enumerate(combo)]
-            keys, offsets = [], []
-            for parts in itertools.product(*[axis_pieces[a][i] for a, i in enumerate(combo)]):
-                keys.append(piece_key(batch_block, parts))
+            keys, offsets, selections = [], [], []
+            for parts in itertools.product(*[axis_pieces[a][i]
+                                             for a, i in enumerate(combo)]):
+                key, selection = piece_source(batch_block, parts)
+                keys.append(key)
+                selections.append(selection)
                 offsets.append(tuple(p[3] for p in parts))
             if gathered:
                 compact = tuple(w.compact_extent for w in found)
@@ -235,7 +243,7 @@ def _build(src, weights, bias, kwargs, problem, channel_axis):
                          ("pads_end", tuple(w.pad_end for w in found)),
                          ("data_dilations", problem.data_dilations))
             block = BlockSpec(call=call, batch=int(batch), compact_shape=compact,
-                              offsets=tuple(offsets),
+                              offsets=tuple(offsets), selections=tuple(selections),
                               takes=None if takes is None or all(t is None for t in takes)
                               else takes,
                               local_attributes=local)

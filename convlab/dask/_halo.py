@@ -169,3 +169,23 @@ def pieces(runs, input_chunks: tuple[int, ...]):
             position = stop
             block += 1
     return tuple(result)
+
+
+def halo_slab(wanted: tuple[tuple[int, int], ...],
+              extents: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
+    """The slab of an input block (spatial ``extents``) that carries the piece ``wanted``
+    (per axis ``[start, stop)`` within the block) to the chunk reading it, or None when the
+    piece is the whole block.
+
+    A slab is the piece's interval along one axis, the one where the piece is thinnest
+    relative to the block, and the whole block along the others. Pieces read through the
+    same face of a block (a face neighbour's, and the edge and corner neighbours' beside
+    it) share one slab, so while halos are shallower than the chunks a block sends at most
+    two slabs per axis instead of one slice per neighbour (26 in 3-D), and a chunk
+    receives at most a face-thick slab of each neighbour, never the whole neighbour."""
+    if all(start == 0 and stop == extent for (start, stop), extent in zip(wanted, extents)):
+        return None
+    thinnest = min(range(len(extents)),
+                   key=lambda axis: (wanted[axis][1] - wanted[axis][0]) / extents[axis])
+    return tuple(wanted[axis] if axis == thinnest else (0, extent)
+                 for axis, extent in enumerate(extents))

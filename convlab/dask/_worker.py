@@ -46,6 +46,8 @@ class BlockSpec:
     batch: int                                   # the batch chunk's extent
     compact_shape: tuple[int, ...]               # spatial extents of the gathered source
     offsets: tuple[tuple[int, ...], ...]         # per piece, its spatial offset there
+    selections: tuple                            # per piece, its spatial (start, stop)s
+                                                 # in the array it arrives in (None: all)
     takes: tuple[tuple[int, ...] | None, ...] | None   # gathered windows (padding modes)
     local_attributes: tuple                      # pads and data dilation of this call
 
@@ -65,6 +67,8 @@ def assemble(block: BlockSpec, pieces, channels: int) -> np.ndarray:
     the padding mode's map, for a gathered window)."""
     call = block.call
     shape = _data_shape(call, block.batch, block.compact_shape, channels)
+    pieces = [_select(call, piece, selection)
+              for piece, selection in zip(pieces, block.selections)]
     if len(pieces) == 1 and tuple(pieces[0].shape) == shape:
         compact = pieces[0]
     else:
@@ -87,6 +91,16 @@ def assemble(block: BlockSpec, pieces, channels: int) -> np.ndarray:
             indices = np.where(indices < 0, compact.shape[where] - 1, indices)
         compact = np.take(compact, indices, axis=where)
     return compact
+
+
+def _select(call: CallSpec, piece: np.ndarray, selection) -> np.ndarray:
+    """The part of an arriving array (a block or a halo slab) that the chunk reads."""
+    if selection is None:
+        return piece
+    index: list = [slice(None)] * piece.ndim
+    for axis, (start, stop) in enumerate(selection):
+        index[_spatial_axis(call, axis)] = slice(start, stop)
+    return piece[tuple(index)]
 
 
 def _with_fill_slot(array: np.ndarray, where: int, call: CallSpec) -> np.ndarray:

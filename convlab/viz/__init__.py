@@ -40,7 +40,10 @@ Topics (one module each):
   through the library and say why it is right or wrong;
 * :mod:`convlab.viz.transpose`: transposed convolution as a scatter (found by running
   :func:`convlab.conv_transpose` on one-hot inputs) and as a forward convolution of the
-  stretched input, and how many taps land on each output.
+  stretched input, and how many taps land on each output;
+* :mod:`convlab.viz.halos`: the chunks, receptive fields and halos of a
+  :func:`convlab.dask.convolve` graph, read from the graph itself, and exercise checkers.
+  It needs the ``dask`` extra and is not imported by ``import convlab.viz``.
 """
 from convlab.viz.channels import channel_connectivity, plot_channel_groups
 from convlab.viz.im2col import (
