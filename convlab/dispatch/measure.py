@@ -126,9 +126,8 @@ def measure(problem: ConvProblem, threads: int, precision: str,
         warm[name] = clock() - begin
     times: dict[str, list[float]] = {name: [] for name in warm}
     round_seconds = sum(warm.values())
-    for _ in range(TIMED_RUNS):
-        if times[next(iter(times))] and \
-                clock() - started + round_seconds > TIME_LIMIT_SECONDS:
+    for round_index in range(TIMED_RUNS):
+        if round_index and clock() - started + round_seconds > TIME_LIMIT_SECONDS:
             break  # another round would pass the limit (the first always runs)
         for name in times:
             begin = clock()
