@@ -437,8 +437,8 @@ SLAB_PROBLEMS = {
 def slabs_always(monkeypatch, request):
     """Plans take tap slabs wherever they apply, however little they save."""
     monkeypatch.setattr(im2col, "TAP_SLAB_MIN_SAVING", 0.0)
-    im2col._plan.cache_clear()  # plans are cached; the constant is not an argument
-    request.addfinalizer(im2col._plan.cache_clear)
+    im2col.forget_plans()  # plans are cached; the constant is not an argument
+    request.addfinalizer(im2col.forget_plans)
 
 
 @pytest.mark.parametrize("sum_post_op", [False, True])

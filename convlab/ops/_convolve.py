@@ -8,7 +8,7 @@ import numpy as np
 
 from convlab.dispatch import _tune as tune, select
 from convlab.dispatch.registry import FORWARD, INT8, Algorithm, get_algorithm
-from convlab.ops import _quantized as quantized, postops
+from convlab.ops import _decided as decided, _quantized as quantized, postops
 from convlab.problem import params
 from convlab.problem.params import ConvProblem, IntOrSeq
 from convlab.runtime import _buffers as buffers
@@ -118,6 +118,20 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
         dst in ``data_format``, in the compute dtype (float32 unless an input is float64),
         the half type of half inputs, or the dst dtype of 8-bit inputs.
     """
+    n_threads = effective_threads(threads)
+    key = None
+    if (out is None and post_ops is None and src_zero_point is None
+            and weights_zero_point is None and output_scale is None and dst_zero_point is None):
+        key = decided.signature(src, weights, bias, (
+            strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format,
+            weights_format, data_dilations, padding_mode, dst_dtype), algorithm, n_threads,
+            precision)
+        known = decided.lookup(key)
+        if known is not None:
+            problem, chosen = known
+            weights = params.aligned(weights)
+            return decided.run_decided(problem, chosen, src, chosen.prepare(problem, weights),
+                                       params.canonical_bias(bias, problem), n_threads)
     src = params.as_array("src", src)
     weights = params.as_array("weights", weights)
     bias = None if bias is None else params.as_array("bias", bias)
@@ -130,12 +144,12 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
                         src_zero_point=src_zero_point, weights_zero_point=weights_zero_point,
                         output_scale=output_scale, dst_zero_point=dst_zero_point)
     ops = postops.parse(post_ops, problem, out)
-    n_threads = effective_threads(threads)
-    precision = select.parse_precision(precision)
+    parsed_precision = select.parse_precision(precision)
     if out is not None:
         check_out(out, problem, (("src", src), ("weights", weights), ("bias", bias)))
     if q is not None:
-        chosen = select.resolve(algorithm, problem, n_threads, precision, registry=INT8)
+        chosen = select.resolve(algorithm, problem, n_threads, parsed_precision,
+                                registry=INT8)
         shifted = quantized.shifted_weights(weights, problem, q)
         return execute_quantized(problem, chosen, src, shifted, q, ops, out, n_threads)
     canonical_bias = params.canonical_bias(bias, problem)
@@ -146,10 +160,13 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
             prepared_by_name[algorithm.name] = algorithm.prepare(problem, weights)
         return prepared_by_name[algorithm.name]
 
-    chosen = resolve_for_call(algorithm, problem, n_threads, precision, src, canonical_bias,
-                              prepared_for)
+    chosen = resolve_for_call(algorithm, problem, n_threads, parsed_precision, src,
+                              canonical_bias, prepared_for)
     prepared = prepared_for(chosen) if problem.batch > 0 else None
-    return execute(problem, chosen, src, prepared, canonical_bias, out, n_threads, ops)
+    result = execute(problem, chosen, src, prepared, canonical_bias, out, n_threads, ops)
+    if algorithm != "tune" and problem.batch > 0 and not postops.needs_stage(problem, ops, None):
+        decided.remember(key, problem, chosen)
+    return result
 
 
 def resolve_for_call(algorithm, problem: ConvProblem, n_threads: int, precision: str, src,

@@ -22,9 +22,9 @@ from convlab.dispatch import measure, select
 from convlab.dispatch.registry import INT8, Algorithm, get_algorithm
 from convlab.ops import _quantized as quantized, postops
 from convlab.ops._convolve import check_out, execute, execute_quantized, explain, resolve_for_call
+from convlab.ops._decided import run_decided
 from convlab.problem import params
 from convlab.problem.params import ConvProblem, IntOrSeq
-from convlab.runtime import _buffers as buffers
 from convlab.runtime.threads import effective_threads
 
 
@@ -332,13 +332,8 @@ class PlanExplanation:
 def _lean_runner(problem: ConvProblem, chosen, prepared, bias, n_threads: int):
     """``execute`` for one decided case (no out=, no post-ops or output stage, N > 0),
     without re-deciding any of it: on a small layer each skipped check is a few percent."""
-    dst_shape = problem.canonical_dst_shape
-    channels_last = problem.data_format == "NXC"
 
     def run(src: np.ndarray) -> np.ndarray:
-        dst = buffers.empty(dst_shape, problem.dtype)
-        chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads)
-        return dst if channels_last else np.ascontiguousarray(params.user_dst(dst, problem))
+        return run_decided(problem, chosen, src, prepared, bias, n_threads)
 
     return run
-

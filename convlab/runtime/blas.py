@@ -70,6 +70,18 @@ def load_openblas() -> dict[str, object] | None:
                                  ctypes.c_void_p).value}
 
 
+def thread_count_reader():
+    """A function returning scipy-openblas32's current thread count (a direct call into
+    the library loaded by :func:`load_openblas`), or None when it is not loaded."""
+    openblas = load_openblas()
+    if openblas is None:
+        return None
+    reader = getattr(openblas["handle"], SYMBOL_PREFIX + "openblas_get_num_threads")
+    reader.restype = ctypes.c_int
+    reader.argtypes = ()
+    return reader
+
+
 def install(kernel, choice: str | None = None) -> dict[str, str]:
     """Point ``kernel`` (convlab.strategies.kernels._im2col) at the chosen library's GEMMs; returns
     ``{"name", "version", "path"}`` of what it now calls ("path" is None for SciPy's,

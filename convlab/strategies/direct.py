@@ -22,7 +22,7 @@ import numpy as np
 from convlab.dispatch import cost_model
 from convlab.dispatch.registry import register_algorithm
 from convlab.runtime import cpu
-from convlab.strategies.kernels import _direct
+from convlab.strategies.kernels import _direct, specialized
 
 KERNEL_RANK = 3
 # 1-D and 2-D batches run as the depth slices of one image, so that a run of pixels (and a
@@ -95,7 +95,7 @@ def prepare_weights(problem, weights) -> PreparedWeights:
         by_tap = np.asarray(weights, dtype=problem.dtype).reshape(g, -1).T
         if padded == g and by_tap.flags.c_contiguous:
             return PreparedWeights(True, by_tap.reshape(*kernel, padded))
-        packed = _direct.pack_depthwise(by_tap, padded)
+        packed = specialized(_direct.pack_depthwise, by_tap.dtype)(by_tap, padded)
         return PreparedWeights(True, packed.reshape(*kernel, padded))
     padded = _direct.padded_channels(ocg, itemsize)
     if _reuses_weights(problem):
@@ -106,7 +106,7 @@ def prepare_weights(problem, weights) -> PreparedWeights:
         return PreparedWeights(False, weights.reshape(g, *kernel, icg, padded))
     # a view where the canonical layout allows (pack_dense takes any strides)
     by_tap = np.asarray(weights, dtype=problem.dtype).reshape(g, -1, ocg)
-    packed = _direct.pack_dense(by_tap, padded)
+    packed = specialized(_direct.pack_dense, by_tap.dtype)(by_tap, padded)
     return PreparedWeights(False, packed.reshape(g, *kernel, icg, padded))
 
 
@@ -247,7 +247,8 @@ def run_direct(problem, src, weights, bias, dst, threads, epilogue=None):
         # The reshapes below must be views of dst, or the result would be lost.
         raise ValueError("dst must be C-contiguous (the canonical layout)")
     src_shape, dst_shape, strides, dilations, pads = _kernel_geometry(problem)
-    kernel = _direct.conv_depthwise if weights.depthwise else _direct.conv_direct
+    kernel = specialized(_direct.conv_depthwise if weights.depthwise else _direct.conv_direct,
+                         problem.dtype)
     kernel(src.reshape(src_shape), weights.array, _padded_bias(problem, bias, weights),
            dst.reshape(dst_shape), strides, dilations, pads, threads, epilogue)
 

@@ -58,6 +58,7 @@ from convlab.dispatch import cost_model
 from convlab.dispatch.registry import register_algorithm
 from convlab.runtime import blas, cpu
 from convlab.runtime.threads import available_cores, blas_libraries
+from convlab.strategies.kernels import specialized
 
 # --------------------------------------------------------------------------- workspace limit
 
@@ -452,16 +453,25 @@ def padded_row_fraction(problem) -> float:
 # --------------------------------------------------------------------------- BLAS threads
 
 _blas_libraries = None
+# The thread count of the kernel's own BLAS read straight from the library, when the
+# controllers are exactly that library: the check runs on every call, and through
+# threadpoolctl it cost about a microsecond.
+_own_blas_threads = None
 
 
 def _blas_controllers():
     """The controllers of the BLAS libraries the kernel may call (the library at
     ``gemm_library["path"]`` when there is one: :func:`convlab.runtime.threads.blas_libraries`),
     picked once, after the kernel has loaded its BLAS."""
-    global _blas_libraries
+    global _blas_libraries, _own_blas_threads
     if _blas_libraries is None:
         _kernel()
-        _blas_libraries = blas_libraries(gemm_library.get("path"))
+        path = gemm_library.get("path")
+        libraries = blas_libraries(path)
+        own = [lib for lib in libraries
+               if path is not None and os.path.realpath(lib.filepath) == path]
+        _own_blas_threads = blas.thread_count_reader() if own == libraries else None
+        _blas_libraries = libraries
     return _blas_libraries
 
 
@@ -469,8 +479,11 @@ def _set_blas_threads(count: int):
     """Set every controlled BLAS to ``count`` threads; returns what to restore, and whether
     the count took effect (threadpoolctl lets only one Python thread steer a pthreads
     OpenBLAS; another thread's request is silently dropped)."""
+    libraries = _blas_controllers()
+    if _own_blas_threads is not None and _own_blas_threads() == count:
+        return (), True
     changed, effective = [], True
-    for lib in _blas_controllers():
+    for lib in libraries:
         current = lib.get_num_threads()
         if current is not None and current != count:
             lib.set_num_threads(count)
@@ -599,24 +612,45 @@ def _fuses_post_ops(problem, seeds_sum) -> bool:
                                 "1x1 as plain GEMM; any rank, all attributes")
 def run_im2col(problem, src, weights, bias, dst, threads, epilogue=None):
     kernel = _kernel()
-    p = plan(problem, threads)
+    launch = _launch(problem, threads, _workspace_limit, _forced_mode)
+    p = launch.plan
     work = thread_workspace(p.work_elements, problem.dtype)
     changed, effective = _set_blas_threads(p.threads if p.mode == MODE_BLAS else 1)
     omp_threads = p.threads if effective or p.mode == MODE_BLAS else 1
     try:
-        kernel.conv_im2col(
+        specialized(kernel.conv_im2col, problem.dtype)(
             src.reshape(-1), weights.reshape(-1), bias, dst.reshape(-1), work,
-            problem.input_shape, problem.output_shape, problem.kernel_shape, problem.strides,
-            problem.dilations, problem.pads_begin, problem.batch, problem.in_channels,
-            problem.out_channels, problem.groups, p.path, p.mode, p.rows, p.groups_per_task,
-            p.oc_blocks, p.cols_per_block, p.work_per_thread, omp_threads, epilogue,
-            p.tap_slabs)
+            *launch.arguments, omp_threads, epilogue, p.tap_slabs)
     finally:
         _restore_blas_threads(changed)
-    info = p.describe(problem.dtype.itemsize)
     last_run.clear()
-    last_run.update(info)
-    path_counts[info["path"]] += 1
+    last_run.update(launch.info)
+    path_counts[launch.info["path"]] += 1
+
+
+def forget_plans() -> None:
+    """Drop the cached plans (after changing a planning constant, in experiments and tests)."""
+    _plan.cache_clear()
+    _launch.cache_clear()
+
+
+@dataclass(frozen=True)
+class _Launch:
+    plan: Plan
+    arguments: tuple  # the kernel's geometry and plan arguments, in its order
+    info: dict        # what last_run reports
+
+
+@lru_cache(maxsize=256)
+def _launch(problem, threads: int, limit_bytes: int, forced_mode) -> _Launch:
+    # once per layer: a small layer's kernel takes a few microseconds, and gathering these
+    # two dozen values took about one more
+    p = plan(problem, threads, limit_bytes)  # which reads the forced mode itself
+    arguments = (problem.input_shape, problem.output_shape, problem.kernel_shape,
+                 problem.strides, problem.dilations, problem.pads_begin, problem.batch,
+                 problem.in_channels, problem.out_channels, problem.groups, p.path, p.mode,
+                 p.rows, p.groups_per_task, p.oc_blocks, p.cols_per_block, p.work_per_thread)
+    return _Launch(p, arguments, p.describe(problem.dtype.itemsize))
 
 
 def unfold(problem, src, group: int = 0, rows=None, cols=None) -> np.ndarray:

@@ -1,0 +1,101 @@
+"""Decided calls: what a one-shot ``convolve`` decided for an argument signature seen before.
+
+Everything a call decides before it computes (the arguments validated into a problem, the
+algorithm chosen) follows from the shapes, dtypes and attributes alone, never from the
+data. On a small layer deciding costs more than computing: on a 4-channel 8x8 layer the
+kernel takes a few microseconds and the decisions about 15 more. So a call whose
+arguments are plain (NumPy arrays; attributes that are None, str, int or tuples of int)
+and that needs nothing beyond the kernel (no ``out``, post-ops, 8-bit or half-precision
+output stage, "tune") is remembered after it succeeds, and a later call with the same
+signature goes straight to the weights' preparation and the kernel.
+
+Only exact builtin types enter a signature: ``True == 1`` and ``2.0 == 2`` hash alike,
+yet a bool or float stride must still reach the validation that refuses it. A decision
+made under other cost constants, ISA level or registry is not reused.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from convlab.dispatch import cost_model
+from convlab.dispatch.registry import FORWARD, Algorithm
+from convlab.problem.params import ConvProblem, canonical_src, user_dst
+from convlab.runtime import _buffers as buffers
+
+# Signatures remembered at most; the oldest is forgotten first.
+MAX_SIGNATURES = 512
+
+_PLAIN_TYPES = frozenset({type(None), int, str})
+_decisions: dict[tuple, tuple[ConvProblem, Algorithm, tuple]] = {}
+_lock = threading.Lock()
+
+
+def signature(src, weights, bias, attributes: tuple, algorithm, threads: int,
+              precision) -> tuple | None:
+    """The call's exact signature, or None when some argument is not plain enough to
+    stand for itself in one (the call then decides everything as usual)."""
+    if type(src) is not np.ndarray or type(weights) is not np.ndarray:
+        return None
+    if bias is None:
+        bias_key = None
+    elif type(bias) is np.ndarray:
+        bias_key = (bias.shape, bias.dtype)
+    else:
+        return None
+    for value in attributes:
+        kind = type(value)
+        if kind in _PLAIN_TYPES:
+            continue
+        if kind is not tuple:
+            return None
+        for item in value:
+            if type(item) is not int:
+                return None
+    if type(algorithm) is not str or type(precision) is not str:
+        return None
+    return (src.shape, src.dtype, weights.shape, weights.dtype, bias_key, attributes,
+            algorithm, threads, precision)
+
+
+def _valid_while() -> tuple:
+    """What a decision depends on besides its signature: the registry and the constants
+    in force (which follow the ISA level)."""
+    return FORWARD.changes, cost_model.generation()
+
+
+def lookup(key: tuple | None) -> tuple[ConvProblem, Algorithm] | None:
+    if key is None:
+        return None
+    entry = _decisions.get(key)
+    if entry is None or entry[2] != _valid_while():
+        return None
+    return entry[0], entry[1]
+
+
+def remember(key: tuple | None, problem: ConvProblem, chosen: Algorithm) -> None:
+    """Keep the decision for ``key`` (a call with this signature just succeeded)."""
+    if key is None:
+        return
+    with _lock:
+        while len(_decisions) >= MAX_SIGNATURES:
+            del _decisions[next(iter(_decisions))]
+        _decisions[key] = (problem, chosen, _valid_while())
+
+
+def forget() -> None:
+    """Drop every remembered decision."""
+    with _lock:
+        _decisions.clear()
+
+
+def run_decided(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, prepared, bias,
+                n_threads: int) -> np.ndarray:
+    """The kernel alone into a new dst, for a case with nothing after the kernel (no
+    ``out``, post-ops or output stage, N > 0): what one-shot calls and plans share."""
+    dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
+    chosen.run(problem, canonical_src(src, problem), prepared, bias, dst, n_threads)
+    if problem.data_format == "NXC":
+        return dst
+    return np.ascontiguousarray(user_dst(dst, problem))

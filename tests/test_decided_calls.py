@@ -1,0 +1,137 @@
+"""One-shot calls remember what they decided per argument signature (convlab.ops._decided):
+a repeated call must compute exactly what a first call computes, on the data it is given,
+and must decide afresh whenever what the decision rests on changed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import convlab
+from convlab.dispatch import cost_model
+from convlab.ops import _decided as decided
+from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported
+
+SRC = (2, 9, 8, 5)        # NXC
+WEIGHTS = (3, 3, 5, 6)    # XIO
+ATTRIBUTES = dict(strides=(2, 1), pads_begin=(1, 0), pads_end=(0, 2), dilations=(1, 2))
+# Stride 1 and dense, so that every algorithm (Winograd too) runs one of the two.
+DENSE = dict(pads_begin=1, pads_end=(1, 0))
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    decided.forget()
+    yield
+    decided.forget()
+
+
+def _arrays(rng, dtype=np.float32):
+    src = rng.standard_normal(SRC).astype(dtype)
+    weights = rng.standard_normal(WEIGHTS).astype(dtype)
+    bias = rng.standard_normal(WEIGHTS[-1]).astype(dtype)
+    return src, weights, bias
+
+
+@pytest.mark.parametrize("attributes", [ATTRIBUTES, DENSE], ids=["strided", "dense"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("algorithm", ["auto", *ALGORITHMS])
+def test_a_repeated_call_computes_on_its_own_data(rng, algorithm, dtype, attributes):
+    """The second and third calls take the remembered path (the signature is stored after
+    the first) and must follow new src, weights and bias values, not the first call's."""
+    src, weights, bias = _arrays(rng, dtype)
+    if algorithm != "auto":
+        skip_unless_supported(algorithm, problem_of(src, weights, bias, attributes))
+    first = convlab.convolve(src, weights, bias, algorithm=algorithm, **attributes)
+    assert len(decided._decisions) == 1
+    for _ in range(2):
+        src, weights, bias = _arrays(rng, dtype)
+        kept = (src.copy(), weights.copy(), bias.copy())
+        again = convlab.convolve(src, weights, bias, algorithm=algorithm, **attributes)
+        assert again.shape == first.shape and again.dtype == first.dtype
+        ran = (convlab.select_algorithm(src, weights, bias, **attributes)
+               if algorithm == "auto" else algorithm)
+        assert_matches_reference(again, src, weights, bias, attributes, ran)
+        for before, after in zip(kept, (src, weights, bias)):
+            np.testing.assert_array_equal(before, after)  # inputs never modified
+    assert len(decided._decisions) == 1
+
+
+def test_channels_first_layouts_take_the_remembered_path_too(rng):
+    src, weights, bias = _arrays(rng)
+    src_ncx = np.ascontiguousarray(np.moveaxis(src, -1, 1))
+    weights_oix = np.ascontiguousarray(np.transpose(weights, (3, 2, 0, 1)))
+    want = convlab.convolve(src, weights, bias, **ATTRIBUTES)
+    for _ in range(3):
+        got = convlab.convolve(src_ncx, weights_oix, bias, data_format="NCX",
+                               weights_format="OIX", **ATTRIBUTES)
+        assert got.flags.c_contiguous
+        np.testing.assert_allclose(np.moveaxis(got, 1, -1), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("call", [
+    dict(strides=(2.0, 1)), dict(strides=(True, 1)), dict(groups=1.0), dict(groups=True),
+    dict(pads_begin=[1, 0]),
+])
+def test_only_exact_builtin_types_enter_a_signature(rng, call):
+    """2.0 == 2 and True == 1 hash alike: such a call must not find its valid twin's
+    decision (it would then escape the type check that refuses it)."""
+    src, weights, _ = _arrays(rng)
+    attributes = {**ATTRIBUTES, **call}
+    key = decided.signature(src, weights, None, tuple(attributes.values()), "auto", 2,
+                            "default")
+    assert key is None
+
+
+@pytest.mark.parametrize("argument, value", [
+    ("src", [[[[0.0]]]]), ("weights", [[[[0.0]]]]), ("bias", [0.0]), ("algorithm", None),
+    ("precision", None),
+])
+def test_non_arrays_and_odd_types_never_enter_a_signature(rng, argument, value):
+    src, weights, bias = _arrays(rng)
+    arguments = dict(src=src, weights=weights, bias=bias, algorithm="auto",
+                     precision="default")
+    arguments[argument] = value
+    assert decided.signature(arguments["src"], arguments["weights"], arguments["bias"],
+                             (), arguments["algorithm"], 2, arguments["precision"]) is None
+
+
+def test_calls_with_an_output_stage_or_extras_are_not_remembered(rng):
+    src, weights, bias = _arrays(rng)
+    out = np.empty_like(convlab.convolve(src, weights, bias, **ATTRIBUTES))
+    decided.forget()
+    convlab.convolve(src, weights, bias, out=out, **ATTRIBUTES)
+    convlab.convolve(src, weights, bias, post_ops=["relu"], **ATTRIBUTES)
+    convlab.convolve(src.astype(np.float16), weights.astype(np.float16), **ATTRIBUTES)
+    convlab.convolve(src[:0], weights, **ATTRIBUTES)
+    assert len(decided._decisions) == 0
+
+
+def test_a_reload_of_the_constants_decides_again(rng, monkeypatch):
+    src, weights, _ = _arrays(rng)
+    convlab.convolve(src, weights, **ATTRIBUTES)
+    (key,) = decided._decisions
+    assert decided.lookup(key) is not None
+    cost_model.reload()
+    assert decided.lookup(key) is None, "a decision made under older constants was reused"
+    convlab.convolve(src, weights, **ATTRIBUTES)
+    assert decided.lookup(key) is not None
+
+
+def test_the_remembered_signatures_are_bounded(rng, monkeypatch):
+    monkeypatch.setattr(decided, "MAX_SIGNATURES", 4)
+    weights = rng.standard_normal((1, 1, 2, 3)).astype(np.float32)
+    for width in range(1, 11):
+        convlab.convolve(np.ones((1, 1, width, 2), np.float32), weights)
+        assert len(decided._decisions) <= 4
+    kept_widths = sorted(key[0][2] for key in decided._decisions)
+    assert kept_widths == [7, 8, 9, 10], "the oldest signatures go first"
+
+
+def test_a_type_error_after_a_remembered_twin_is_still_raised(rng):
+    src, weights, _ = _arrays(rng)
+    convlab.convolve(src, weights, strides=2)
+    convlab.convolve(src, weights, strides=2)
+    with pytest.raises(TypeError, match="strides"):
+        convlab.convolve(src, weights, strides=2.0)
+    with pytest.raises(TypeError, match="threads"):
+        convlab.convolve(src, weights, strides=2, threads=2.0)
