@@ -312,7 +312,7 @@ def _forward(params: dict) -> tuple[dict, Any]:
         problem=problem, input_shape=source, kernel_shape=kernel, output_shape=output_shape,
         dst_shape=(1, *output_shape, oc),
         formula=_forward_formula(problem, source, stretched, pads_begin, pads_end,
-                                 problem_auto_pad(params), data_dilations),
+                                 _canonical_auto_pad(params), data_dilations),
         reads=reads, taps=win.taps,
         frame_bounds=tuple((-pb, s + pe) for s, pb, pe in zip(stretched, pads_begin,
                                                                  pads_end)),
@@ -323,7 +323,7 @@ def _forward(params: dict) -> tuple[dict, Any]:
     return fields, sources
 
 
-def problem_auto_pad(params: dict) -> str:
+def _canonical_auto_pad(params: dict) -> str:
     """The canonical spelling of ``auto_pad`` (ONNX's are accepted too)."""
     return parse_auto_pad(params["auto_pad"])
 
@@ -365,7 +365,7 @@ def _transposed(params: dict) -> tuple[dict, Any]:
     fields = dict(
         problem=problem, input_shape=source, kernel_shape=kernel, output_shape=output_shape,
         dst_shape=(1, *output_shape, problem.out_channels),
-        formula=_transposed_formula(problem, problem_auto_pad(params),
+        formula=_transposed_formula(problem, _canonical_auto_pad(params),
                                     problem.output_padding),
         reads=reads, frame_bounds=tuple((0, i) for i in source), stretched_shape=stretched,
         scatter=scatter, channels=channel_connectivity(ic, problem.out_channels, groups),
@@ -523,8 +523,8 @@ def _draw_transposed_src(ax, state: ExplorerState):
         else:
             render.cell(ax, x, y, render.SRC_FACE, "x" + _label(r, i), fontsize=fontsize)
     _finish_grid(ax, r, [0] * r, list(state.input_shape),
-                 f"src I={_shape(state.input_shape)}  (orange: scatters into the selected "
-                 f"output through tap k)")
+                 f"src I={_shape(state.input_shape)}\norange: adds into the selected output "
+                 f"through tap k")
 
 
 def _draw_dst(ax, state: ExplorerState):
@@ -559,9 +559,9 @@ def summary(state: ExplorerState) -> str:
              f"{what}: dst shape (N, O..., OC) = {state.dst_shape}",
              f"dst[{_label(r, state.selected)}] = {reads}"]
     if groups > 1 and state.channels is not None:
-        lines.append(f"groups={groups}: output channel oc reads input channels "
-                     f"{state.channels.in_channels // groups} of its group "
-                     f"(oc // {state.channels.out_channels // groups})")
+        lines.append(f"groups={groups}: each output channel oc reads only the "
+                     f"{state.channels.in_channels // groups} input channels of its group "
+                     f"g = oc // {state.channels.out_channels // groups}")
     lines.append(f"auto: {state.auto_choice}: {state.auto_reason}")
     return "\n".join(lines)
 
