@@ -480,7 +480,7 @@ def _draw_forward_src(ax, state: ExplorerState):
     assert state.frame_source is not None and state.taps is not None
     tapped = {tuple(int(v) for v in t)
               for t in state.taps[state.selected].reshape(-1, r)}
-    fontsize = 7 if r == 1 else 5
+    fontsize = 7 if r == 1 else 6
     for t in np.ndindex(*(hi - lo for lo, hi in zip(lows, highs))):
         t = tuple(v + lo for v, lo in zip(t, lows))
         x, y = _grid_xy(r, t)
@@ -523,8 +523,8 @@ def _draw_transposed_src(ax, state: ExplorerState):
         else:
             render.cell(ax, x, y, render.SRC_FACE, "x" + _label(r, i), fontsize=fontsize)
     _finish_grid(ax, r, [0] * r, list(state.input_shape),
-                 f"src I={_shape(state.input_shape)}\norange: adds into the selected output "
-                 f"through tap k")
+                 f"src I={_shape(state.input_shape)}\norange: feeds the selected output "
+                 f"(tap k)")
 
 
 def _draw_dst(ax, state: ExplorerState):
@@ -566,9 +566,10 @@ def summary(state: ExplorerState) -> str:
     return "\n".join(lines)
 
 
-def plot_explorer(state: ExplorerState, *, figsize=None):
+def plot_explorer(state: ExplorerState, *, figsize=None, with_text: bool = True):
     """Draw an :class:`ExplorerState`: src (padded, stretched) above or beside dst, the
-    selected output and the src elements it reads highlighted, and the summary text.
+    selected output and the src elements it reads highlighted, and the summary text
+    (:func:`summary`; ``with_text=False`` leaves it out, as the widget shows it as text).
 
     Returns
     -------
@@ -585,7 +586,7 @@ def plot_explorer(state: ExplorerState, *, figsize=None):
         ax.text(0, 1, text, va="top", ha="left", fontsize=9, color="#b00020",
                 family="monospace", wrap=True)
         return fig
-    lines = text.count("\n") + 1
+    lines = text.count("\n") + 1 if with_text else 0
     r = state.rank
     src_extent = [hi - lo for lo, hi in state.frame_bounds] if not state.transposed \
         else list(state.input_shape)
@@ -610,7 +611,8 @@ def plot_explorer(state: ExplorerState, *, figsize=None):
         _draw_forward_src(src_ax, state)
     _draw_dst(dst_ax, state)
     text_ax.axis("off")
-    text_ax.text(0, 1, text, va="top", ha="left", fontsize=7, family="monospace")
+    if with_text:
+        text_ax.text(0, 1, text, va="top", ha="left", fontsize=7, family="monospace")
     return fig
 
 
@@ -673,7 +675,8 @@ class Explorer:
             "pads_end": w.IntSlider(value=first("pads_end"), min=PAD_RANGE[0],
                                     max=PAD_RANGE[1], description="pads_end P_e", **slider),
             "auto_pad": w.Dropdown(options=list(AUTO_PADS), value=defaults["auto_pad"],
-                                   description="auto_pad", layout=w.Layout(width="240px")),
+                                   description="auto_pad", layout=w.Layout(width="240px"),
+                                   style={"description_width": "initial"}),
             "in_channels": w.IntSlider(value=defaults["in_channels"], min=CHANNEL_RANGE[0],
                                        max=CHANNEL_RANGE[1], description="IC", **slider),
             "out_channels": w.IntSlider(value=defaults["out_channels"], min=CHANNEL_RANGE[0],
@@ -685,7 +688,8 @@ class Explorer:
             "padding_mode": w.Dropdown(options=list(PADDING_MODES),
                                        value=defaults["padding_mode"],
                                        description="padding_mode",
-                                       layout=w.Layout(width="240px")),
+                                       layout=w.Layout(width="240px"),
+                                       style={"description_width": "initial"}),
             "output_padding": w.IntSlider(value=first("output_padding"), min=0, max=3,
                                           description="output_padding", **slider),
             "selected_0": w.IntSlider(value=0, min=0, max=0, description="output row",
@@ -740,7 +744,7 @@ class Explorer:
 
         try:
             self.state = explorer_state(**self.values())
-            self.figure = plot_explorer(self.state)
+            self.figure = plot_explorer(self.state, with_text=False)
             buffer = io.BytesIO()
             self.figure.savefig(buffer, format="png", dpi=90)
             self.image.value = buffer.getvalue()
