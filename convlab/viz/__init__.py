@@ -41,11 +41,25 @@ Topics (one module each):
 * :mod:`convlab.viz.transpose`: transposed convolution as a scatter (found by running
   :func:`convlab.conv_transpose` on one-hot inputs) and as a forward convolution of the
   stretched input, and how many taps land on each output;
+* :mod:`convlab.viz.explore`: an ipywidgets explorer of every attribute (rank, sizes,
+  stride, dilation, pads, ``auto_pad``, groups, data dilation, padding mode, transposed):
+  each change recomputes the windows with the kernels, fills in the output-extent
+  formula, lists what one output reads and asks :func:`convlab.explain` what ``auto``
+  would run. :func:`explorer_state` is its computing half; without ipywidgets or a
+  Jupyter kernel :func:`explore` returns the static figure. ipywidgets comes with the
+  ``tutorials`` extra;
 * :mod:`convlab.viz.halos`: the chunks, receptive fields and halos of a
   :func:`convlab.dask.convolve` graph, read from the graph itself, and exercise checkers.
   It needs the ``dask`` extra and is not imported by ``import convlab.viz``.
 """
 from convlab.viz.channels import channel_connectivity, plot_channel_groups
+from convlab.viz.explore import (
+    Explorer,
+    ExplorerState,
+    explore,
+    explorer_state,
+    plot_explorer,
+)
 from convlab.viz.im2col import (
     ColumnMatrix,
     PanelCost,
@@ -99,14 +113,16 @@ from convlab.viz.winograd import (
 )
 
 __all__ = [
-    "ColumnMatrix", "CrossoverMap", "KernelSweep", "Layer", "OverlapSave", "PanelCost",
+    "ColumnMatrix", "CrossoverMap", "Explorer", "ExplorerState", "KernelSweep", "Layer",
+    "OverlapSave", "PanelCost",
     "ReceptiveField", "Scatter", "SpectrumStages", "Stretched", "Windows", "WinogradStages",
     "animate_windows", "channel_connectivity", "column_matrix", "convolution_theorem",
-    "crossover_map", "dilated_spectrum", "kernel_sweep", "measured_map", "memory_order",
+    "crossover_map", "dilated_spectrum", "explore", "explorer_state", "kernel_sweep",
+    "measured_map", "memory_order",
     "overlap_save", "plot_convolution_theorem", "plot_dilated_spectrum",
     "plot_kernel_sweep", "plot_overlap_save",
     "multiplication_counts", "overlap_counts", "panel_cost", "plot_channel_groups",
-    "plot_column_matrix", "plot_crossover_lines", "plot_crossover_map",
+    "plot_column_matrix", "plot_crossover_lines", "plot_crossover_map", "plot_explorer",
     "plot_memory_layout", "plot_overlap", "plot_panel_chunks", "plot_receptive_field",
     "plot_scatter", "plot_stretched", "plot_window", "plot_winograd_relative_errors",
     "plot_winograd_stages", "receptive_field", "save_gif", "scatter_contributions",

@@ -18,8 +18,13 @@ import convlab
 
 def tap_hits(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides=None,
              dilations=None, pads_begin=None, pads_end=None, auto_pad="none",
+             data_dilations=None, padding_mode: str = "zeros",
              algorithm: str = "direct") -> np.ndarray:
     """Which src element each output reads through each tap, as the kernel computes it.
+
+    ``data_dilations`` and ``padding_mode`` are those of :func:`convlab.convolve`: a tap
+    on an inserted zero hits no ``i``, and a tap on a pad that another mode than "zeros"
+    fills hits the src element the pad copies.
 
     Returns
     -------
@@ -37,6 +42,7 @@ def tap_hits(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides
     weights = np.eye(taps, dtype=np.float32).reshape(*kernel_shape, 1, taps)
     dst = convlab.convolve(src, weights, strides=strides, dilations=dilations,
                            pads_begin=pads_begin, pads_end=pads_end, auto_pad=auto_pad,
+                           data_dilations=data_dilations, padding_mode=padding_mode,
                            algorithm=algorithm)
     output_shape = dst.shape[1:-1]
     # Exact algorithms give exactly 0 or 1; transform-based ones (Winograd) may be off in
