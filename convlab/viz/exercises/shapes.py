@@ -50,9 +50,12 @@ def check_output_length(answer, *, input_length: int, kernel_taps: int, stride: 
         hints.append("I - K + 1 holds only without dilation, stride and pads")
     elif stride > 1 and got == input_length + pads[0] + pads[1] - (kernel_taps - 1) * dilation:
         hints.append("that counts every window start, but only every S-th one is an output")
+    padded = input_length + pads[0] + pads[1]
+    if stride > 1 and got == -(-(padded - (kernel_taps - 1) * dilation - 1) // stride) + 1:
+        hints.append("floor, not ceil: a window that would run past the padded input is "
+                     "no output")
     hint = f" ({'; '.join(hints)})" if hints else ""
-    return Verdict(False, f"{got} outputs, but the library makes {expected}: "
-                          f"{_length_reason(problem)}{hint}")
+    return Verdict(False, f"{expected} outputs, not {got}: {_length_reason(problem)}{hint}")
 
 
 @checker
