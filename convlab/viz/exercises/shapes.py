@@ -160,14 +160,14 @@ def check_output_shape(answer, *, input_shape: tuple[int, ...], kernel_shape: tu
     return Verdict(False, f"output shape {expected}, not {got}: " + "; ".join(axes))
 
 
-def _field_counts(input_length: int, layers: list[dict]) -> np.ndarray:
-    """counts[i]: how many final outputs of the stack read input i (through any path)."""
+def _fields(input_length: int, layers: list[dict]) -> np.ndarray:
+    """bool (input, final output): the final output reads the input through some path."""
     values = np.eye(input_length).reshape(input_length, input_length, 1)
     for layer in layers:
         weights = np.ones((layer["kernel"], 1, 1))
         values = convlab.convolve(values, weights, strides=layer.get("stride", 1),
                                   dilations=layer.get("dilation", 1))
-    return (values[:, :, 0] > 0.5).sum(axis=1)
+    return values[:, :, 0] > 0.5
 
 
 @checker
@@ -181,7 +181,15 @@ def check_tiling_stride(answer, *, first: dict, second_kernel: int,
     stride = whole_number(answer, "stride")
     if stride < 1:
         return Verdict(False, f"stride={stride}: a stride is at least 1")
-    counts = _field_counts(input_length, [first, {"kernel": second_kernel, "stride": stride}])
+    if stride >= input_length:
+        return Verdict(False, f"stride={stride}: with {input_length} inputs the second layer "
+                              f"would have at most one output; the stride is too large")
+    fields = _fields(input_length, [first, {"kernel": second_kernel, "stride": stride}])
+    if fields.shape[1] < 2:
+        return Verdict(False, f"with stride {stride} only one final output fits in "
+                              f"{input_length} inputs, so its neighbour's field starts too "
+                              f"far away: the stride is too large")
+    counts = fields.sum(axis=1)
     covered = np.flatnonzero(counts)
     last = int(covered[-1]) if covered.size else -1
     inside = counts[:last + 1]
