@@ -276,3 +276,10 @@ def temporary_algorithm(run, **options):
     finally:
         convlab.unregister_algorithm(name)
         assert convlab.algorithms() == before, "the mock algorithm did not unregister cleanly"
+
+
+# --------------------------------------------------------------------------- notebooks
+
+# {file name: executed notebook}: test_notebooks.py fills it as it runs the tutorials, and
+# test_render_notebooks.py renders those instead of executing them a second time.
+EXECUTED_NOTEBOOKS: dict = {}

@@ -6,15 +6,14 @@ project's 2-core machine; run times are printed (``pytest -s`` or the terminal s
 """
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import convlab
+from tests.helpers import EXECUTED_NOTEBOOKS
+from tools import render_notebooks
 
 nbformat = pytest.importorskip("nbformat", reason="install the test extra: pip install "
                                                   "'.[test]'")
@@ -53,32 +52,11 @@ def test_notebook_is_stored_without_outputs(path):
 
 
 @pytest.fixture(scope="module")
-def kernel_name(tmp_path_factory):
-    """A kernelspec for this very interpreter, seeing the same convlab as the tests.
-
-    Relying on the default "python3" spec could start another Python (the one first on
-    PATH), and a notebook run from tutorials/ would not find a source checkout's convlab.
-    """
-    root = tmp_path_factory.mktemp("jupyter")
-    spec_dir = root / "kernels" / "convlab-tests"
-    spec_dir.mkdir(parents=True)
-    package_parent = str(Path(convlab.__file__).resolve().parents[1])
-    python_path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH"))
-                                  if p)
-    spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "convlab tests",
-        "language": "python",
-        "env": {"PYTHONPATH": python_path, "MPLBACKEND": "module://matplotlib_inline.backend_inline"},
-    }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(root), old) if p)
-    yield "convlab-tests"
-    if old is None:
-        del os.environ["JUPYTER_PATH"]
-    else:
-        os.environ["JUPYTER_PATH"] = old
+def kernel_name():
+    """A kernelspec for this very interpreter, seeing the same convlab as the tests."""
+    with render_notebooks.kernel_of_this_python(Path(convlab.__file__).resolve().parents[1]) \
+            as name:
+        yield name
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -109,6 +87,7 @@ def test_notebook_runs_headless(path, kernel_name, request):
     client.execute()   # raises CellExecutionError with the failing cell and traceback
     seconds = time.perf_counter() - start
     RUN_TIMES[path.name] = seconds
+    EXECUTED_NOTEBOOKS[path.name] = nb      # test_render_notebooks renders these
     request.node.user_properties.append(("seconds", round(seconds, 2)))
     executed = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in executed)

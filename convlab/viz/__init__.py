@@ -36,8 +36,9 @@ Topics (one module each):
 * :mod:`convlab.viz.spectrum`: the convolution theorem on one channel with the fft
   strategy's own weight spectrum, its overlap-save tiles, the spectrum of a dilated
   kernel, and timings of the algorithms against the kernel size;
-* :mod:`convlab.viz.exercises`: self-checking exercises that run the reader's answer
-  through the library and say why it is right or wrong;
+* :mod:`convlab.viz.exercises`: the tutorials' self-checking exercises, one module per
+  topic, which work out the right answer with the library and say why the reader's is
+  right or wrong;
 * :mod:`convlab.viz.transpose`: transposed convolution as a scatter (found by running
   :func:`convlab.conv_transpose` on one-hot inputs) and as a forward convolution of the
   stretched input, and how many taps land on each output;

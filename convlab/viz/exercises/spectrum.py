@@ -1,4 +1,4 @@
-"""Self-checking exercises for the convolution-theorem notebook.
+"""Exercises on the convolution theorem (notebook 09).
 
 Each check runs the reader's answer against the library (the ``fft`` strategy's stages in
 :mod:`convlab.viz.spectrum`, the float64 :func:`convlab.reference.convolve`), prints
@@ -9,34 +9,15 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 import convlab
+from convlab.viz.exercises.verdict import Verdict, report as _report
 from convlab.viz.spectrum import convolution_theorem
 
 # Relative tolerance of the checks: float64 transforms of these sizes round to ~1e-15.
 TOLERANCE = 1e-9
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether an answer is right, and why."""
-
-    right: bool
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{'right' if self.right else 'wrong'}: {self.reason}"
-
-    def __bool__(self) -> bool:
-        return self.right
-
-
-def _report(verdict: Verdict) -> Verdict:
-    print(verdict)
-    return verdict
 
 
 def _wrong_outputs(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
