@@ -348,6 +348,13 @@ def main(argv=None):
     print(f"machine: {cpu.cpu_model()}, {available_cores()} cores available; ISA level "
           f"{level} (detected {cpu.detected_isa()}); "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    if not args.from_csv and os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive":
+        # The same design at 2 threads ran 1.26-1.33x slower (median) under passive than
+        # under the default policy, 1.35-1.93x below 200 us; at 1 thread 1.00-1.05x
+        # (design_timings_avx2_2026-11-25_epyc-zen4_fft.csv against ..._oneshot.csv).
+        print("warning: OMP_WAIT_POLICY=passive: the constants will price waking sleeping "
+              "OpenMP workers, which runs under the default policy mostly do not pay; fit "
+              "under the policy the library will run with", file=sys.stderr)
     if args.from_csv:
         rows = load_timings(args.from_csv)
         data = " + ".join(args.from_csv)
