@@ -99,6 +99,10 @@ DESIGN: tuple[DesignProblem, ...] = (
     DesignProblem("conv1d_short_wide", "mb1ic256iw32oc256ow32kw3pw1",
                   "Winograd weight_transform_flops, short_gemm_flops in 1-D; im2col "
                   "packed_weight_bytes", plan=True),
+    DesignProblem("conv1d_wide", "mb1ic256iw512oc256ow512kw3pw1",
+                  "Winograd gemm_flops_1d where the GEMM is most of the work (the 1d "
+                  "suite's 512-channel layers): fitted on the other 1-D problems alone "
+                  "it came out 0, and F(6) was estimated 2.5x below its time there"),
     DesignProblem("conv3d", "mb1ic32oc32_id16ih16iw16_kd3kh3kw3_pd1ph1pw1",
                   "Winograd gemm_flops_3d, transform_flops_3d"),
     DesignProblem("conv3d_wide", "mb1ic128oc128_id6ih6iw6_kd3kh3kw3_pd1ph1pw1",
