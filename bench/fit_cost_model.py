@@ -280,13 +280,22 @@ def write_shipped(level, constants, margins, command, data, only=None, provision
             if provisional:
                 notes[name] = (f"{provisional} (timings: {data}; "
                                f"{datetime.date.today().isoformat()}, {cpu.cpu_model()})")
-        stored["provisional"] = notes
+        if notes:
+            stored["provisional"] = notes
+        else:
+            stored.pop("provisional", None)
+        # the source names the full fit; each later refit of some algorithms says its own
+        stored.setdefault("refits", []).append({
+            "algorithms": sorted(constants), "command": command, "data": data,
+            "commit": git_commit(), "date": datetime.date.today().isoformat(),
+            "machine": f"{cpu.cpu_model()}, {available_cores()} cores", "method": fit.METHOD})
         path.write_text(json.dumps(stored, indent=1) + "\n")
         return path
     if notes:
         stored["provisional"] = notes
     else:
         stored.pop("provisional", None)
+    stored.pop("refits", None)  # this fit's source covers every algorithm
     stored["selection_margins"] = margins
     stored["source"] = {
         "isa": level, "cpu_model": cpu.cpu_model(), "command": command, "data": data,
@@ -339,6 +348,13 @@ def main(argv=None):
     print(f"machine: {cpu.cpu_model()}, {available_cores()} cores available; ISA level "
           f"{level} (detected {cpu.detected_isa()}); "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    if not args.from_csv and os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive":
+        # The same design at 2 threads ran 1.26-1.33x slower (median) under passive than
+        # under the default policy, 1.35-1.93x below 200 us; at 1 thread 1.00-1.05x
+        # (design_timings_avx2_2026-11-25_epyc-zen4_fft.csv against ..._oneshot.csv).
+        print("warning: OMP_WAIT_POLICY=passive: the constants will price waking sleeping "
+              "OpenMP workers, which runs under the default policy mostly do not pay; fit "
+              "under the policy the library will run with", file=sys.stderr)
     if args.from_csv:
         rows = load_timings(args.from_csv)
         data = " + ".join(args.from_csv)
@@ -366,6 +382,11 @@ def main(argv=None):
     if args.relative:
         merged = {**before["constants"], **fitted.constants}
         evaluate(rows, timings, merged, f"shipped {shipped_level} constants with the fitted "
+                 f"{', '.join(sorted(_ONLY))} (in-sample)", before.get("selection_margins"))
+    elif _ONLY is not None:
+        # stored timings of every algorithm, some refitted: the others keep their constants
+        evaluate(rows, timings, {**before["constants"], **fitted.constants},
+                 f"shipped {shipped_level} constants with the fitted "
                  f"{', '.join(sorted(_ONLY))} (in-sample)", before.get("selection_margins"))
     else:
         evaluate(rows, timings, fitted.constants, "fitted constants (in-sample), no margins")

@@ -395,6 +395,30 @@ def test_the_fit_recovers_constants_from_exact_timings():
     assert result.unpinned["a"]["2"] == []
 
 
+def test_a_family_shares_the_constants_of_its_shared_terms():
+    # winograd4's timings alone cannot tell its GEMM from its transforms (they grow
+    # together there); winograd2's pin the GEMM constant the two share.
+    shared = fit.SHARED_TERMS["winograd"][0]
+    truth = {"winograd2": {"call": 1e-4, shared: 2e-11, "transform_flops": 6e-11},
+             "winograd4": {"call": 1e-4, shared: 2e-11, "transform_flops": 9e-11}}
+    rng = np.random.default_rng(2)
+    timings = []
+    for i in range(20):
+        g = float(rng.uniform(1e6, 1e9))
+        for name, t_flops in (("winograd2", float(rng.uniform(1e5, 1e8))),
+                              ("winograd4", 0.25 * g)):
+            terms = {"call": 1.0, shared: g, "transform_flops": t_flops}
+            seconds = sum(truth[name][n] * v for n, v in terms.items())
+            timings.append(fit.Timing(name, 2, terms, seconds, group=str(i % 4), case=str(i)))
+    result = fit.fit(timings)
+    for name, constants in truth.items():
+        for term, value in constants.items():
+            assert result.constants[name]["2"][term] == pytest.approx(value, rel=1e-3), (
+                name, term)
+    assert fit.family("winograd4") == "winograd" and fit.family("direct") == "direct"
+    assert fit.family("transposed_winograd2") == "transposed_winograd2"
+
+
 def test_a_term_no_timing_counts_keeps_the_fallback_constant():
     timings = [fit.Timing("a", 1, {"call": 1.0, "unused": 0.0}, 1e-5, case=str(i))
                for i in range(3)]

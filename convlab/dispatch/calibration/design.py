@@ -89,6 +89,9 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "direct dst_bytes, inner_loops (4 input channels, 256 outputs)"),
     DesignProblem("stem_7x7_s2", "g1mb1ic3ih112iw112oc64oh56ow56kh7kw7sh2sw2ph3pw3",
                   "direct inner_loops (3 input channels); im2col unfold_bytes"),
+    DesignProblem("small_1d_6", "mb1ic32iw121oc32ow116kw6pw0",
+                  "call against the work of a small 1-D layer (the 1d suite's conv1d:11, "
+                  "40-80 us): direct's fixed cost against im2col's gemm_calls"),
     DesignProblem("conv1d", "mb1ic64iw1024oc64ow1024kw3pw1",
                   "Winograd gemm_flops_1d; 1-D direct and im2col"),
     DesignProblem("conv1d_thin", "mb1ic16iw8192oc16ow8192kw3pw1",
@@ -96,6 +99,10 @@ DESIGN: tuple[DesignProblem, ...] = (
     DesignProblem("conv1d_short_wide", "mb1ic256iw32oc256ow32kw3pw1",
                   "Winograd weight_transform_flops, short_gemm_flops in 1-D; im2col "
                   "packed_weight_bytes", plan=True),
+    DesignProblem("conv1d_wide", "mb1ic256iw512oc256ow512kw3pw1",
+                  "Winograd gemm_flops_1d where the GEMM is most of the work (the 1d "
+                  "suite's 512-channel layers): fitted on the other 1-D problems alone "
+                  "it came out 0, and F(6) was estimated 2.5x below its time there"),
     DesignProblem("conv3d", "mb1ic32oc32_id16ih16iw16_kd3kh3kw3_pd1ph1pw1",
                   "Winograd gemm_flops_3d, transform_flops_3d"),
     DesignProblem("conv3d_wide", "mb1ic128oc128_id6ih6iw6_kd3kh3kw3_pd1ph1pw1",
@@ -141,6 +148,13 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "3x3 dilation 2 (no Winograd)", EXTRA),
     DesignProblem("dense_5x5", "mb1ic32ih28oc64oh28kh5ph2",
                   "5x5 (no Winograd)", EXTRA),
+    DesignProblem("rgb_3x3_112", "mb1ic3ih112oc64oh112kh3ph1",
+                  "3 input channels, 3x3 stride 1 on a large image (VGG-19 conv1_1, "
+                  "3d_unet conv_1): direct's dense_flops against dst_bytes, which "
+                  "few_in_channels_1x1 alone sets where writing dst is all the work", EXTRA),
+    DesignProblem("dense_3x3_14_160", "mb1ic160ih14oc160oh14kh3ph1",
+                  "3x3 on 14x14 with 160 channels (GoogLeNet's inception_4*): Winograd's "
+                  "fixed and weight-transform costs against direct's", EXTRA),
     DesignProblem("dense_3x3_28_96", "mb1ic96ih28oc128oh28kh3ph1",
                   "3x3, 96 input channels", EXTRA),
     DesignProblem("depthwise_3x3_112", "g32mb1ic32ih112oc32oh112kh3ph1",

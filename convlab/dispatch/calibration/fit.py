@@ -2,9 +2,10 @@
 
 Each timing is one algorithm's measured seconds on one problem, with the terms its cost
 hook counts there (see :mod:`convlab.dispatch.cost_model`). Per algorithm and thread count, the
-constants are the non-negative ones that minimise the squared *relative* error of the
-estimates, ``sum((terms . constants / seconds - 1)^2)``, each *group* of timings (a suite
-at one batch, say) weighing the same however many timings it holds: scipy's NNLS on rows
+constants (one for a family's :data:`SHARED_TERMS`) are the non-negative ones that
+minimise the squared *relative* error of the estimates,
+``sum((terms . constants / seconds - 1)^2)``, each *group* of timings (a suite at one
+batch, say) weighing the same however many timings it holds: scipy's NNLS on rows
 scaled by 1 / seconds, columns scaled to unit norm.
 
 Then each named algorithm's *selection margin* is chosen on :data:`MARGIN_GRID`: the
@@ -28,8 +29,8 @@ from convlab.dispatch.calibration import store
 # Margins tried for each algorithm given to fit_margins: 0 to 20% in steps of 1%.
 MARGIN_GRID = tuple(step / 100 for step in range(21))
 
-METHOD = ("NNLS on relative error, per algorithm; margins on MARGIN_GRID by in-sample "
-          "regret")
+METHOD = ("NNLS on relative error, per algorithm, Winograd's GEMM and U stream shared; "
+          "margins on MARGIN_GRID by in-sample regret")
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,27 @@ def design_matrix(timings: Sequence[Timing], term_names: Sequence[str]) -> np.nd
                     dtype=float).reshape(len(timings), len(term_names))
 
 
+# Terms whose constant is one for a family of algorithms, because the same kernel does
+# that work in each: Winograd's tile sizes all run the batched GEMM of winograd_gemm.h over
+# a stream of U. Fitted apart, F(4)'s GEMM came out 14% dearer per multiply-add than
+# F(2)'s, and auto picked F(6) or F(2) over a faster F(4) on VGG-19's 28x28 and 56x56
+# layers; fitted as one, the predicted regret on VGG-19 went from 1.058 to 1.029 geo-mean
+# with every other suite and the design's in-sample regret unchanged (python
+# bench/regret_analysis.py; bench/results/cost_fit_avx2_2026-11-26_epyc-zen4_shared_gemm.txt).
+SHARED_TERMS: Mapping[str, tuple[str, ...]] = {"winograd": ("gemm_flops", "u_stream_bytes")}
+
+
+def family(algorithm: str) -> str:
+    """The :data:`SHARED_TERMS` family of an algorithm ("winograd4": "winograd"), or its
+    own name when it shares no constant."""
+    stem = algorithm.rstrip("0123456789")
+    return stem if stem in SHARED_TERMS and stem != algorithm else algorithm
+
+
 def fit(timings: Iterable[Timing],
         fallback: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> Fit:
     """Per algorithm and thread count: non-negative constants minimising the sum over
-    timings of (estimate / measured - 1)^2 / (timings of its group).
+    timings of (estimate / measured - 1)^2 / (timings of its algorithm in its group).
 
     Groups weigh the same, whatever their number of timings: with a weight per timing,
     GoogLeNet's and the dilated suite's 40 layers each outweighed ResNet-50 at batch 8,
@@ -94,34 +112,51 @@ def fit(timings: Iterable[Timing],
     suites weighed alike; all cases 1.046 against 1.037;
     bench/results/cost_fit_2026-11-25_epyc_808f0fe.txt).
 
+    The algorithms of a :data:`SHARED_TERMS` family are fitted together, with one constant
+    for each shared term and their own for the others: the same sum, over all of them.
+
     ``fallback`` (a set's ``constants``) gives the constant of a term that no timing
     counts; without it such a term gets 0."""
     timings = [t for t in timings if t.seconds > 0]
     result = Fit()
-    for name, threads in sorted({(t.algorithm, t.threads) for t in timings}):
-        mine = [t for t in timings if t.algorithm == name and t.threads == threads]
-        term_names = list(mine[0].terms)
-        a = design_matrix(mine, term_names)
-        group_size = Counter(t.group for t in mine)
-        root_weight = np.array([group_size[t.group] ** -0.5 for t in mine])
+    for kin, threads in sorted({(family(t.algorithm), t.threads) for t in timings}):
+        mine = [t for t in timings if family(t.algorithm) == kin and t.threads == threads]
+        members = sorted({t.algorithm for t in mine})
+        terms_of = {name: list(next(t for t in mine if t.algorithm == name).terms)
+                    for name in members}
+        shared = [n for n in SHARED_TERMS.get(kin, ()) if all(n in terms_of[m] for m in members)]
+        # one column per shared term, then each member's own terms
+        columns = [(None, n) for n in shared] + [(m, n) for m in members
+                                                  for n in terms_of[m] if n not in shared]
+        a = np.array([[t.terms.get(n, 0.0) / t.seconds if owner in (None, t.algorithm)
+                       else 0.0 for owner, n in columns] for t in mine],
+                     dtype=float).reshape(len(mine), len(columns))
+        group_size = Counter((t.algorithm, t.group) for t in mine)
+        root_weight = np.array([group_size[(t.algorithm, t.group)] ** -0.5 for t in mine])
         # Columns scaled to unit norm so NNLS sees a well-conditioned problem.
         scale = np.linalg.norm(a, axis=0)
         pinned = scale > 0
         scale[~pinned] = 1.0
         x, _ = nnls(a / scale * root_weight[:, None], root_weight)
         x = x / scale
-        ratio = a @ x
-        values = {n: float(f"{v:.4g}") for n, v in zip(term_names, x)}
-        unpinned = [n for n, ok in zip(term_names, pinned) if not ok]
-        if fallback is not None and unpinned:
-            fallback_set = store.constants_at(fallback.get(name, {}), threads)
-            for n in unpinned:
-                values[n] = float(fallback_set.get(n, 0.0))
-        result.constants.setdefault(name, {})[str(threads)] = values
-        result.unpinned.setdefault(name, {})[str(threads)] = unpinned
-        result.residuals.setdefault(name, {})[str(threads)] = Residuals(
-            len(mine), float(np.median(ratio)), float(np.percentile(ratio, 10)),
-            float(np.percentile(ratio, 90)), float(np.sqrt(np.mean((ratio - 1) ** 2))))
+        ratio_all = a @ x
+        for name in members:
+            values, unpinned = {}, []
+            for n in terms_of[name]:
+                k = columns.index((None, n) if n in shared else (name, n))
+                values[n] = float(f"{x[k]:.4g}")
+                if not pinned[k]:
+                    unpinned.append(n)
+            if fallback is not None and unpinned:
+                fallback_set = store.constants_at(fallback.get(name, {}), threads)
+                for n in unpinned:
+                    values[n] = float(fallback_set.get(n, 0.0))
+            ratio = ratio_all[[i for i, t in enumerate(mine) if t.algorithm == name]]
+            result.constants.setdefault(name, {})[str(threads)] = values
+            result.unpinned.setdefault(name, {})[str(threads)] = unpinned
+            result.residuals.setdefault(name, {})[str(threads)] = Residuals(
+                len(ratio), float(np.median(ratio)), float(np.percentile(ratio, 10)),
+                float(np.percentile(ratio, 90)), float(np.sqrt(np.mean((ratio - 1) ** 2))))
     return result
 
 
