@@ -495,6 +495,47 @@ def test_calibrate_writes_a_file_that_selection_then_uses(cache, monkeypatch):
     assert cost_model.in_force(THREADS + 1).origin == "shipped"
 
 
+def test_a_fit_whose_picks_regret_more_keeps_the_shipped_set(cache, monkeypatch):
+    """Timings that the shipped constants predict exactly, and a fit spoiled so that im2col
+    looks 1000x cheaper: its picks regret more on the calibration's own timings, so the
+    stored set is the shipped one at this thread count, and explain says so."""
+    fake_timing(monkeypatch)
+    real_fit = fit.fit
+
+    def spoiled_fit(timings, **kwargs):
+        result = real_fit(timings, **kwargs)
+        for by_threads in result.constants["im2col"].values():
+            for term in by_threads:
+                by_threads[term] *= 1e-3
+        return result
+
+    monkeypatch.setattr(fit, "fit", spoiled_fit)
+    result = convlab.calibrate(budget_s=5, threads=THREADS)
+    regret = result.provenance["in_sample_regret"]
+    assert regret["shipped"]["geo_mean"] == pytest.approx(1.0)
+    assert regret["calibrated"]["geo_mean"] > 1.001
+    assert result.provenance["kept_shipped_set"] is True
+    shipped = shipped_set()
+    for name, by_threads in result.data["constants"].items():
+        assert by_threads == {str(THREADS): dict(
+            store.constants_at(shipped["constants"][name], THREADS))}
+    assert result.data["selection_margins"] == shipped.get("selection_margins", {})
+    assert "shipped set kept" in cost_model.describe_constants(THREADS)
+
+
+def test_a_fit_whose_picks_regret_no_more_is_stored():
+    """The rule itself: the shipped set is kept only when its geo-mean regret is lower, or
+    the same to 0.1% with a lower worst case."""
+    def summary(geo_mean, worst):
+        return {"cases": 10, "geo_mean": geo_mean, "worst": worst}
+
+    assert run._shipped_picks_better(summary(1.01, 1.2), summary(1.03, 1.2))
+    assert run._shipped_picks_better(summary(1.0300, 1.1), summary(1.0305, 1.3))
+    assert not run._shipped_picks_better(summary(1.0300, 1.3), summary(1.0305, 1.1))
+    assert not run._shipped_picks_better(summary(1.03, 1.1), summary(1.01, 1.5))
+    assert not run._shipped_picks_better({"cases": 0}, summary(1.01, 1.5))
+
+
 def test_calibrate_checks_its_arguments(cache):
     for budget in (0, 4.9, -1, float("nan"), float("inf"), True, "60", None):
         with pytest.raises(ValueError, match="budget_s"):

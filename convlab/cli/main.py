@@ -150,6 +150,9 @@ def _calibrate(args) -> int:
             print(f"  in-sample regret with the {label} constants: geo-mean "
                   f"{regret['geo_mean']:.3f}, worst {regret['worst']:.2f} over "
                   f"{regret['cases']} cases")
+    if provenance.get("kept_shipped_set"):
+        print("  the shipped constants' picks regret less on these timings than the fitted "
+              "ones': the shipped set is kept for this machine")
     load, spread = provenance["load_average"][0], provenance["spread"]
     if (load is not None and load > provenance["cores"]) or (spread or 1.0) > BUSY_SPREAD:
         print(f"  warning: the machine was busy (load average {load}, {provenance['cores']} "

@@ -174,10 +174,12 @@ def describe_constants(threads: int | None = None) -> str:
     source = chosen.data.get("source", {})
     if chosen.origin == "calibrated":
         provenance, key = chosen.data.get("provenance", {}), chosen.data.get("key", {})
+        kept = (" (the shipped set kept: its picks regretted less on the calibration's "
+                "timings)" if provenance.get("kept_shipped_set") else "")
         return (f"calibrated on this machine on {provenance.get('date', '?')} for "
                 f"{key.get('cpu_model', '?')}, {chosen.isa}, {chosen.threads} threads, "
                 f"convlab {key.get('convlab_version', '?')} (budget "
-                f"{provenance.get('budget_s', '?')} s): {chosen.path}")
+                f"{provenance.get('budget_s', '?')} s){kept}: {chosen.path}")
     command = str(source.get("command", "?"))
     if len(command) > SHOWN_COMMAND_CHARS:
         command = command[:SHOWN_COMMAND_CHARS - 4] + " ..."
