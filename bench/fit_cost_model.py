@@ -270,7 +270,15 @@ def write_shipped(level, constants, margins, command, data, only=None, provision
     provenance; with ``only`` (some algorithms), only their constants, keeping the stored
     margins and provenance, and ``provisional`` noted for each of them."""
     path = SHIPPED_DIR / f"{level}.json"
-    stored = json.loads(path.read_text()) if path.exists() else {"constants": {}}
+    if path.exists():
+        stored = json.loads(path.read_text())
+    else:
+        # A level's first set: the operations this fit does not time (8-bit convolution)
+        # keep the constants the level used until now, those of the set it fell back to.
+        before = json.loads((SHIPPED_DIR / f"{store.shipped_level_for(level)}.json").read_text())
+        stored = {"constants": {}, **{section: before[section]
+                                      for section in cost_model.OPERATION_SECTIONS
+                                      if section in before}}
     notes = stored.get("provisional", {})
     for name, by_threads in constants.items():
         stored["constants"].setdefault(name, {}).update(by_threads)

@@ -101,6 +101,20 @@ def test_every_level_ships_constants_for_exactly_the_terms_the_hooks_count():
             assert name in stored["constants"] and 0 <= margin < 1
 
 
+@pytest.mark.parametrize("level", store.shipped_levels())
+def test_every_shipped_set_prices_every_operation(level):
+    """8-bit convolution's constants sit in a section of their own (not fitted by the
+    calibration); a level whose set lacks it cannot estimate an 8-bit problem at all."""
+    stored = store.shipped(level)
+    for section in cost_model.OPERATION_SECTIONS:
+        assert section in stored, (level, section)
+        for name, by_threads in stored[section]["constants"].items():
+            assert name in registry.INT8.names(), (level, section, name)
+            for constants in by_threads.values():
+                assert constants and all(v >= 0 and math.isfinite(v)
+                                         for v in constants.values())
+
+
 TINY_PROBLEMS = [((1, 8, 8, 8), (3, 3, 8, 8)), ((1, 6, 6, 4), (3, 3, 4, 5)),
                  ((1, 32, 4), (3, 4, 4)), ((1, 4, 4, 4, 4), (3, 3, 3, 4, 4))]
 
