@@ -164,7 +164,7 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
                               canonical_bias, prepared_for)
     prepared = prepared_for(chosen) if problem.batch > 0 else None
     result = execute(problem, chosen, src, prepared, canonical_bias, out, n_threads, ops)
-    if algorithm != "tune" and problem.batch > 0 and not postops.needs_stage(problem, ops, None):
+    if algorithm != "tune" and decided.kernel_only(problem, ops, out):
         decided.remember(key, problem, chosen)
     return result
 

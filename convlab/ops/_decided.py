@@ -21,6 +21,7 @@ import numpy as np
 
 from convlab.dispatch import cost_model
 from convlab.dispatch.registry import FORWARD, Algorithm
+from convlab.ops import postops
 from convlab.problem.params import ConvProblem, canonical_src, user_dst
 from convlab.runtime import _buffers as buffers
 
@@ -88,6 +89,13 @@ def forget() -> None:
     """Drop every remembered decision."""
     with _lock:
         _decisions.clear()
+
+
+def kernel_only(problem: ConvProblem, ops, out) -> bool:
+    """Whether nothing follows the kernel: no ``out``, post-ops or output stage, N > 0
+    (the case :func:`run_decided` runs)."""
+    return (out is None and not ops and problem.batch > 0
+            and not postops.needs_stage(problem, ops, None))
 
 
 def run_decided(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, prepared, bias,

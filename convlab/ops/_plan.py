@@ -22,7 +22,7 @@ from convlab.dispatch import measure, select
 from convlab.dispatch.registry import INT8, Algorithm, get_algorithm
 from convlab.ops import _quantized as quantized, postops
 from convlab.ops._convolve import check_out, execute, execute_quantized, explain, resolve_for_call
-from convlab.ops._decided import run_decided
+from convlab.ops._decided import kernel_only, run_decided
 from convlab.problem import params
 from convlab.problem.params import ConvProblem, IntOrSeq
 from convlab.runtime.threads import effective_threads
@@ -265,8 +265,7 @@ class Convolution:
             return execute_quantized(problem, chosen, src, prepared, q, ops, out, n_threads)
         prepared = self._prepared_weights(problem, chosen) if problem.batch > 0 else None
         bias = params.canonical_bias(self._bias, problem)
-        if (out is None and not ops and problem.batch > 0
-                and not postops.needs_stage(problem, ops, None)):
+        if kernel_only(problem, ops, out):
             self._runners[(src.shape, src.dtype, n_threads)] = _lean_runner(
                 problem, chosen, prepared, bias, n_threads)
         return execute(problem, chosen, src, prepared, bias, out, n_threads, ops)

@@ -339,24 +339,24 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     load_after = _load_average()
     timings = measured.timings()
     fitted = fit.fit(timings, fallback=shipped["constants"])
+    shipped_here = {name: dict(store.constants_at(shipped["constants"][name], n_threads))
+                    for name in priced}
     for name in priced:
         if name not in fitted.constants:  # no problem the budget left ran it
-            kept = store.constants_at(shipped["constants"][name], n_threads)
-            fitted.constants[name] = {str(n_threads): dict(kept)}
-            fitted.unpinned[name] = {str(n_threads): list(kept)}
-    margins, _ = fit.fit_margins(timings, fitted.constants,
-                                 list(shipped.get("selection_margins", {})))
+            fitted.constants[name] = {str(n_threads): dict(shipped_here[name])}
+            fitted.unpinned[name] = {str(n_threads): list(shipped_here[name])}
     shipped_margins = dict(shipped.get("selection_margins", {}))
+    margins, _ = fit.fit_margins(timings, fitted.constants, list(shipped_margins))
     regret = {"calibrated": fit.regret_summary(timings, fitted.constants, margins),
               "shipped": fit.regret_summary(timings, shipped["constants"], shipped_margins)}
     constants = fitted.constants
-    kept = _shipped_picks_better(regret["shipped"], regret["calibrated"])
-    if kept:
+    keeps_shipped = _shipped_picks_better(regret["shipped"], regret["calibrated"])
+    if keeps_shipped:
         # The fit minimises the estimates' relative error, not the regret of their picks,
         # and a short budget leaves noise in it: where the shipped set already picks better
         # on this machine's own timings, keeping it is the better calibration.
-        constants = {name: {str(n_threads): dict(store.constants_at(
-            shipped["constants"][name], n_threads))} for name in priced}
+        constants = {name: {str(n_threads): per_unit}
+                     for name, per_unit in shipped_here.items()}
         margins = shipped_margins
     wall = time.perf_counter() - started
     stored = {
@@ -384,7 +384,7 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
                                for name, by_threads in fitted.unpinned.items()
                                if by_threads[str(n_threads)]},
             "in_sample_regret": regret,
-            "kept_shipped_set": kept,
+            "kept_shipped_set": keeps_shipped,
         },
         "constants": constants,
         "selection_margins": margins,
