@@ -23,6 +23,7 @@ from convlab.dispatch import cost_model, registry, select
 from convlab.dispatch.calibration import design, fit, run, store
 from convlab.runtime import cpu
 from convlab.runtime.cpu import ISA_LEVELS
+from convlab.runtime.threads import effective_threads
 
 THREADS = 2
 
@@ -200,6 +201,25 @@ def test_a_valid_calibration_is_used_and_described(cache):
     assert str(path) in cost_model.describe_constants(THREADS)
     # other thread counts keep the shipped set
     assert cost_model.in_force(THREADS + 1).origin == "shipped"
+
+
+def test_a_calibrated_set_measures_plans_with_its_levels_shipped_margin(cache, monkeypatch):
+    threads = effective_threads(None)  # the count measure_margin() reads the set at
+    write(expected_path(threads), valid_set(threads))
+    shipped = store.shipped
+
+    def shipped_with_margin(level):
+        return {**shipped(level), "measure_margin": 0.31}
+
+    monkeypatch.setattr(store, "shipped", shipped_with_margin)
+    cost_model.reload()
+    assert cost_model.in_force().origin == "calibrated"
+    assert cost_model.measure_margin() == 0.31
+    # nor is a calibration file read for one (calibrate never writes it)
+    write(expected_path(threads), {**valid_set(threads), "measure_margin": "not a number"})
+    cost_model.reload()
+    assert cost_model.in_force().origin == "calibrated"
+    assert cost_model.measure_margin() == 0.31
 
 
 @pytest.mark.parametrize("field, other, kind", [

@@ -155,16 +155,21 @@ def selection_margin(algorithm: str, threads: int | None = None) -> float:
     return float(fitted(threads).get("selection_margins", {}).get(algorithm, 0.0))
 
 
-# The measure margin a stored fit without one gets: the value fitted with the constants
-# in force when plans began to measure (bench/results/measure_margin_fit.txt).
+# The measure margin a set without one gets, when its level's shipped set has none either:
+# the value fitted with the constants in force when plans began to measure
+# (bench/results/measure_margin_fit.txt).
 DEFAULT_MEASURE_MARGIN = 0.20
 
 
 def measure_margin() -> float:
     """How far above the lowest prepared-weights estimate (a fraction) a contender's
-    estimate may lie for a plan to time it on its first call (:mod:`convlab.dispatch.measure`);
-    :data:`DEFAULT_MEASURE_MARGIN` when the stored fit has none."""
-    return float(fitted().get("measure_margin", DEFAULT_MEASURE_MARGIN))
+    estimate may lie for a plan to time it on its first call (:mod:`convlab.dispatch.measure`).
+
+    A calibration fits the constants, not this margin, so a calibrated set uses the margin
+    of its level's shipped set (a calibration file is never read for one);
+    :data:`DEFAULT_MEASURE_MARGIN` where the shipped set has none."""
+    shipped = store.shipped(store.shipped_level_for(in_force().isa))
+    return float(shipped.get("measure_margin", DEFAULT_MEASURE_MARGIN))
 
 
 def describe_constants(threads: int | None = None) -> str:

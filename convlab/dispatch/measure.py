@@ -29,9 +29,10 @@ from convlab.problem.params import ConvProblem
 
 CHOICES = ("measure", "estimate")
 
-# Most contenders a first call times. With the fitted margin, the suites' layers had at
-# most this many contenders within it (bench/results/measure_margin_fit.txt).
-MAX_CONTENDERS = 3
+# Most contenders a first call times. With the avx2 set's margin, the suites' layers had at
+# most this many contenders within it
+# (bench/results/measure_margin_fit_avx2_2026-11-26_epyc-zen4.txt).
+MAX_CONTENDERS = 5
 # No contender is started after this many seconds of measuring (the first always runs).
 TIME_LIMIT_SECONDS = 1.0
 # Rounds of timed runs (one per contender each), after one untimed run; the fastest is kept.
