@@ -144,7 +144,8 @@ COMPLEX_MAC_FLOPS = 8
 # The worst float32 relative error ||y - ref|| / ||ref|| against the float64 reference,
 # N(0, 1) data, 'same' pads, per spatial rank, over kernels 3 to 251 taps (1-D), 3x3 to
 # 31x31 (2-D), 3^3 to 7^3 (3-D), IC 1 to 256 (1-D, 2-D) or 64 (3-D), dense and depthwise
-# (python bench/fft_accuracy.py; bench/results/fft_accuracy_2026-11-25_epyc-avx2.txt).
+# (python bench/fft_accuracy.py; bench/results/fft_accuracy_2026-11-26_epyc-avx2.txt on
+# SciPy's pocketfft, bench/results/fft_accuracy_2026-11-26_epyc-avx2_ducc0.txt on ducc0).
 # It hardly depends on the kernel or the channels (1.7e-7 to 4.4e-7), where a plain
 # sum's grows with both (direct: 3.5e-8 to 4.3e-6).
 MEASURED_RELATIVE_ERROR_BY_RANK = {1: 4.3e-07, 2: 4.4e-07, 3: 3.1e-07}
@@ -701,7 +702,8 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     with np.errstate(invalid="ignore", over="ignore"):
         block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
     _fill_padding_only(problem, dst, bias)
-    info = dict(t.describe(), blocks=block_count, fallback=None)
+    info = dict(t.describe(), blocks=block_count, fallback=None,
+                backend=fft_transforms.BACKEND)
     if not _all_finite(dst):
         exact = _exact_fallback(problem)
         canonical = np.ascontiguousarray(prepared.canonical)
@@ -942,7 +944,8 @@ def cost_terms(problem, threads) -> tuple:
         "weight_transform_flops": counts["weight_fft_flops"] / threads,
     }
     details = dict(t.describe(), threads=threads, group_tasks=0 if split is None
-                   else len(split[0]), float32_relative_error=relative_error(problem))
+                   else len(split[0]), float32_relative_error=relative_error(problem),
+                   transforms=fft_transforms.BACKEND)
     return terms, details
 
 
@@ -957,7 +960,7 @@ def relative_error(problem) -> float:
 
 @register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
                     relative_error=relative_error, weight_views=True, auto=auto_contender,
-                    description="scipy.fft transforms of overlap-save tiles x complex GEMM "
+                    description="pocketfft transforms of overlap-save tiles x complex GEMM "
                                 "over channels; any rank, all attributes (strides decimate)")
 def run_fft(problem, src, weights, bias, dst, threads):
     if not isinstance(weights, FFTWeights):

@@ -24,12 +24,12 @@ import scipy.fft as sfft
 def _load():
     if os.environ.get("CONVLAB_FFT_BACKEND", "").strip().lower() != "scipy":
         try:
-            import ducc0.fft as module  # type: ignore[import-not-found]
+            import ducc0.fft as module
             return "ducc0", module
         except ImportError:
             pass
     try:
-        from scipy.fft._pocketfft import pypocketfft as module  # type: ignore[attr-defined]
+        from scipy.fft._pocketfft import pypocketfft as module
         return "scipy-pocketfft", module
     except ImportError:
         return "scipy.fft", None
