@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
 from convlab.runtime import cpu  # noqa: E402
+from convlab.strategies import fft_transforms  # noqa: E402
 
 OUT_CHANNELS = 16
 # (rank, kernel, channels, extents): extents at least twice the kernel, so that a tile
@@ -98,10 +99,8 @@ def tables():
 
 def _test_problems(random_count):
     """(src, weights, bias, attributes) of the grid, the edge shapes and random problems."""
-    sys.path.insert(0, str(HERE.parent / "tests"))
-    import test_edge_cases
-    import test_grid
-    from conftest import random_tensors
+    from tests import test_edge_cases, test_grid
+    from tests.helpers import random_tensors
 
     rng = np.random.default_rng(20261126)
     for cell in test_grid.grid_cells():
@@ -186,7 +185,8 @@ def main(argv=None):
     lines = ["# fft accuracy, float32 against the float64 reference", "",
              f"command: python bench/fft_accuracy.py {' '.join(sys.argv[1:])}",
              f"machine: {cpu.cpu_model()}, ISA {cpu.effective_isa()}; numpy "
-             f"{np.__version__}, scipy {__import__('scipy').__version__}; date {date}", ""]
+             f"{np.__version__}, scipy {__import__('scipy').__version__}; fft transforms "
+             f"{fft_transforms.BACKEND}; date {date}", ""]
     rows, worst = tables()
     lines += rows
     lines += ["", "Worst fft relative error per rank (MEASURED_RELATIVE_ERROR_BY_RANK):",

@@ -1,4 +1,4 @@
-"""``fft``: convolution through the convolution theorem, on ``scipy.fft`` (pocketfft).
+"""``fft``: convolution through the convolution theorem, on pocketfft (SciPy's or ducc0's).
 
 For each spatial tile, the real-to-complex transform of the input tile over the spatial
 axes, times the conjugated transform of the (zero-stretched) kernel, summed over the
@@ -15,12 +15,18 @@ The steps, for a block of tiles (spatial tile x image pairs) and a chunk of grou
 
 * gather: each tile's window of the padded input, zeros where it lies in the padding
   (negative pads crop), into a real buffer (L..., tiles, channels);
-* ``scipy.fft.rfftn`` over the spatial axes with ``workers=threads``;
+* the forward real transform over the spatial axes, axis by axis from the last, each pass
+  over the lines that hold data only (a 14x14 image in a 27x27 tile skips half of the
+  first pass), with ``workers=threads``;
 * the contraction per frequency: a batched complex GEMM (``numpy.matmul``, per group, BLAS
   held at one thread while this module's threads split the frequencies), or, for few
   channels per group (depthwise), a broadcast product;
-* ``scipy.fft.irfftn`` with ``workers=threads``, then the crop: the first outputs of each
-  tile, every stride-th one, plus the bias, into dst.
+* the inverse transform axis by axis from the first, each pass over the lines whose
+  positions the crop keeps, then the crop: the first outputs of each tile, every
+  stride-th one, plus the bias, into dst.
+
+The transforms are :mod:`convlab.strategies.fft_transforms`' (ducc0 where installed,
+else SciPy's pocketfft), every pass writing into the block's workspace buffers.
 
 Tiles (overlap-save, as ``scipy.signal.oaconvolve`` overlaps): a tile of To outputs per
 axis reads (To - 1) * S + Ke inputs (Ke = (K - 1) * D + 1, the stretched kernel); the
@@ -63,9 +69,9 @@ meanwhile, and the gathers and crops on the calling thread; nothing runs wide at
 time. The tile shape, blocks, group slices and the frequency chunks the threads share do
 not depend on ``threads``, so every thread count gives the same result, bit for bit.
 
-Buffers: a block's input tiles and output spectrum live in the buffer im2col keeps per
-thread between calls (within the same workspace limit), since fresh memory page-faults on
-every call.
+Buffers: a block's input tiles, their spectrum, the output spectrum and output tiles
+live in the buffer im2col keeps per thread between calls (within the same workspace
+limit), since fresh memory page-faults on every call.
 """
 from __future__ import annotations
 
@@ -84,7 +90,7 @@ import scipy.fft as sfft
 from convlab.dispatch import cost_model
 from convlab.dispatch.registry import get_algorithm, register_algorithm
 from convlab.runtime.threads import available_cores, blas_limit
-from convlab.strategies import im2col
+from convlab.strategies import fft_transforms, im2col
 
 # --------------------------------------------------------------------------- constants
 
@@ -138,7 +144,8 @@ COMPLEX_MAC_FLOPS = 8
 # The worst float32 relative error ||y - ref|| / ||ref|| against the float64 reference,
 # N(0, 1) data, 'same' pads, per spatial rank, over kernels 3 to 251 taps (1-D), 3x3 to
 # 31x31 (2-D), 3^3 to 7^3 (3-D), IC 1 to 256 (1-D, 2-D) or 64 (3-D), dense and depthwise
-# (python bench/fft_accuracy.py; bench/results/fft_accuracy_2026-11-25_epyc-avx2.txt).
+# (python bench/fft_accuracy.py; bench/results/fft_accuracy_2026-11-26_epyc-avx2.txt on
+# SciPy's pocketfft, bench/results/fft_accuracy_2026-11-26_epyc-avx2_ducc0.txt on ducc0).
 # It hardly depends on the kernel or the channels (1.7e-7 to 4.4e-7), where a plain
 # sum's grows with both (direct: 3.5e-8 to 4.3e-6).
 MEASURED_RELATIVE_ERROR_BY_RANK = {1: 4.3e-07, 2: 4.4e-07, 3: 3.1e-07}
@@ -457,7 +464,7 @@ def weight_spectrum(problem, by_tap: np.ndarray, fft_shape, threads: int) -> np.
     further apart than L along an axis folded onto each other (the circular correlation's
     kernel, for whole-axis tiles shorter than the kernel), the last axis reversed: its
     real transform is then the conjugate one, and the other axes take the unscaled
-    inverse transform (``norm="forward"``), which conjugates too. Each axis transforms
+    inverse transform, which conjugates too. Each axis transforms
     only the lines the axes before it made non-zero, and the result comes out in the
     (F..., G, ICg, OCg) order the contraction reads, with no copy."""
     r = problem.rank
@@ -488,14 +495,14 @@ def weight_spectrum(problem, by_tap: np.ndarray, fft_shape, threads: int) -> np.
     if taps > 1:
         np.multiply(stretched[lead + (slice(taps - 1, 0, -1),)], scale,
                     out=reversed_last[lead + (slice(fft_shape[last] - taps + 1, None),)])
+    box = tuple(slice(0, n) for n in stretched.shape[:last])
     del stretched
-    spectrum = sfft.rfft(reversed_last, axis=last, workers=threads)
+    spectrum = np.empty((*fft_shape[:last], fft_shape[last] // 2 + 1, *filters),
+                        dtype=np.result_type(problem.dtype, np.complex64))
+    fft_transforms.r2c(reversed_last, last, spectrum[box], threads)
     del reversed_last
-    for axis in reversed(range(last)):
-        spectrum = sfft.ifft(spectrum, n=fft_shape[axis], axis=axis, norm="forward",
-                             workers=threads, overwrite_x=True)
-    return np.ascontiguousarray(spectrum).reshape(math.prod(spectrum_shape(fft_shape)),
-                                                  *filters)
+    transform_leading_axes(spectrum, box, False, threads)
+    return spectrum.reshape(math.prod(spectrum_shape(fft_shape)), *filters)
 
 
 def prepare_weights(problem, weights) -> FFTWeights:
@@ -695,7 +702,8 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     with np.errstate(invalid="ignore", over="ignore"):
         block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
     _fill_padding_only(problem, dst, bias)
-    info = dict(t.describe(), blocks=block_count, fallback=None)
+    info = dict(t.describe(), blocks=block_count, fallback=None,
+                backend=fft_transforms.BACKEND)
     if not _all_finite(dst):
         exact = _exact_fallback(problem)
         canonical = np.ascontiguousarray(prepared.canonical)
@@ -717,24 +725,29 @@ def _all_finite(dst: np.ndarray) -> bool:
 
 
 def _block_buffers(t: Tiling, rows: int, in_channels: int, out_channels: int, dtype,
-                   complex_dtype) -> tuple[np.ndarray, np.ndarray]:
-    """A block's input tiles (L..., rows, IC of the chunk), real, and its output spectrum
-    (F..., rows, OC of the chunk), complex, carved from the buffer im2col keeps per thread
-    between calls (at most the workspace limit: the two are part of ``t.workspace_bytes``).
+                   complex_dtype) -> tuple[np.ndarray, ...]:
+    """A block's four buffers, carved from the buffer im2col keeps per thread between
+    calls (together ``tile_bytes_per_group`` per group and row, within
+    ``t.workspace_bytes``): input tiles (L..., rows, IC of the chunk) and their spectrum
+    (F..., rows, IC), the output spectrum (F..., rows, OC) and output tiles (L..., rows,
+    OC).
 
     Fresh buffers cost a page fault per 4 KiB page on every call (im2col's ``_cache``
     says how much in this VM); on RepLKNet's 31x31 stage 1 reused ones took the input
     gather, transforms, product and inverse from 15 ms to 6.5 ms (thread time, one core).
     """
     dtype, complex_dtype = np.dtype(dtype), np.dtype(complex_dtype)
-    real_shape = (*t.fft_shape, rows, in_channels)
-    complex_shape = (*t.spectrum_shape, rows, out_channels)
-    real_bytes = math.prod(real_shape) * dtype.itemsize
-    offset = -(-real_bytes // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
-    complex_bytes = math.prod(complex_shape) * complex_dtype.itemsize
-    raw = im2col.thread_workspace(offset + complex_bytes, np.dtype(np.uint8))
-    return (raw[:real_bytes].view(dtype).reshape(real_shape),
-            raw[offset:offset + complex_bytes].view(complex_dtype).reshape(complex_shape))
+    shapes = (((*t.fft_shape, rows, in_channels), dtype),
+              ((*t.spectrum_shape, rows, in_channels), complex_dtype),
+              ((*t.spectrum_shape, rows, out_channels), complex_dtype),
+              ((*t.fft_shape, rows, out_channels), dtype))
+    offsets, total = [], 0
+    for shape, kind in shapes:
+        offsets.append(total)
+        total += -(-math.prod(shape) * kind.itemsize // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+    raw = im2col.thread_workspace(total, np.dtype(np.uint8))
+    return tuple(raw[start:start + math.prod(shape) * kind.itemsize].view(kind).reshape(shape)
+                 for start, (shape, kind) in zip(offsets, shapes))
 
 
 def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
@@ -818,7 +831,6 @@ def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, 
     transform, crop into ``dst`` (plus the bias)."""
     r = problem.rank
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
-    spatial = tuple(range(r))
     freqs = math.prod(t.spectrum_shape)
     complex_dtype = np.result_type(problem.dtype, np.complex64)
     steps = tuple(slice(None, None, s) for s in problem.strides)
@@ -826,18 +838,25 @@ def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, 
     oc0, oc1 = g0 * ocg, g1 * ocg
     chunk_bias = None if bias is None else bias[oc0:oc1]
     rows = sum(take for _, _, take, _ in block)
-    tiles_in, y = _block_buffers(t, rows, ic1 - ic0, oc1 - oc0, problem.dtype, complex_dtype)
-    tiles_in[...] = 0
+    tiles_in, x, y, out = _block_buffers(t, rows, ic1 - ic0, oc1 - oc0, problem.dtype,
+                                         complex_dtype)
+    # per axis, the buffer positions some tile of the block reads src into
+    occupied = [(min(a.buffer.start for a in column), max(a.buffer.stop for a in column))
+                for column in zip(*(axes for axes, _, _, _ in block))]
+    box = tuple(slice(lo, hi) for lo, hi in occupied[:-1])
+    tiles_in[box] = 0
     for axes, image, take, row in block:
         window = src[(slice(image, image + take), *(a.src for a in axes), slice(ic0, ic1))]
         target = tiles_in[(*(a.buffer for a in axes), slice(row, row + take))]
         np.copyto(target, np.moveaxis(window, 0, r))
-    x = sfft.rfftn(tiles_in, axes=spatial, workers=threads)
+    forward_transform(tiles_in, x, box, threads)
     contract(x.reshape(freqs, rows, ic1 - ic0), spectrum[:, g0:g1],
              y.reshape(freqs, rows, oc1 - oc0), g1 - g0, t.contraction, threads)
-    del x
-    out = sfft.irfftn(y, s=t.fft_shape, axes=spatial, norm="forward", overwrite_x=True,
-                      workers=threads)
+    # per axis, the positions the crop keeps
+    kept_extent = [max((a.count - 1) * s + 1 for a in column)
+                   for column, s in zip(zip(*(axes for axes, _, _, _ in block)),
+                                        problem.strides)]
+    inverse_transform(y, out, kept_extent, threads)
     for axes, image, take, row in block:
         kept = out[(*(slice(0, (a.count - 1) * s + 1) for a, s in zip(axes, problem.strides)),
                     slice(row, row + take))][steps]
@@ -847,6 +866,48 @@ def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, 
             np.copyto(target, kept)
         else:
             np.add(kept, chunk_bias, out=target)
+
+
+def forward_transform(tiles: np.ndarray, spectrum: np.ndarray, box: tuple, threads: int):
+    """``spectrum`` = rfftn of ``tiles`` over the leading spatial axes, where ``tiles`` is
+    zero outside ``box`` on the axes before the last (a slice per axis).
+
+    The last axis is transformed first, on the lines in the box only; each earlier axis
+    then on the lines the passes before it made non-zero, the rest of ``spectrum`` set to
+    zero. A 14x14 image in a 27x27 tile skips half the first pass's lines."""
+    fft_transforms.r2c(tiles[box], len(box), spectrum[box], threads)
+    transform_leading_axes(spectrum, box, True, threads)
+
+
+def transform_leading_axes(spectrum: np.ndarray, box: tuple, forward: bool,
+                           threads: int) -> None:
+    """The unscaled complex transform of ``spectrum``, in place, over the axes before
+    ``len(box)`` (the last spatial one, already transformed), where only ``box`` (a
+    slice per axis) holds data: each axis from the last on the lines the passes before it
+    made non-zero, what lies outside the box on it set to zero first."""
+    for axis in range(len(box) - 1, -1, -1):
+        lead = box[:axis]
+        lo, hi = box[axis].start, box[axis].stop
+        if lo > 0:
+            spectrum[(*lead, slice(0, lo))] = 0
+        if hi < spectrum.shape[axis]:
+            spectrum[(*lead, slice(hi, None))] = 0
+        view = spectrum[lead]
+        fft_transforms.c2c(view, axis, forward, view, threads)
+
+
+def inverse_transform(spectrum: np.ndarray, tiles: np.ndarray, kept: list[int],
+                      threads: int) -> None:
+    """``tiles[:kept...]`` = the unscaled irfftn of ``spectrum`` over the leading spatial
+    axes, at the positions [0, kept) of each axis before the last (``spectrum`` is
+    overwritten). Each axis from the first transforms only the lines whose positions on
+    the axes before it are kept; the last axis comes out whole."""
+    r = len(kept)
+    for axis in range(r - 1):
+        view = spectrum[tuple(slice(0, k) for k in kept[:axis])]
+        fft_transforms.c2c(view, axis, False, view, threads)
+    lead = tuple(slice(0, k) for k in kept[:-1])
+    fft_transforms.c2r(spectrum[lead], r - 1, tiles.shape[r - 1], tiles[lead], threads)
 
 
 # --------------------------------------------------------------------------- cost
@@ -883,7 +944,8 @@ def cost_terms(problem, threads) -> tuple:
         "weight_transform_flops": counts["weight_fft_flops"] / threads,
     }
     details = dict(t.describe(), threads=threads, group_tasks=0 if split is None
-                   else len(split[0]), float32_relative_error=relative_error(problem))
+                   else len(split[0]), float32_relative_error=relative_error(problem),
+                   transforms=fft_transforms.BACKEND)
     return terms, details
 
 
@@ -898,7 +960,7 @@ def relative_error(problem) -> float:
 
 @register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
                     relative_error=relative_error, weight_views=True, auto=auto_contender,
-                    description="scipy.fft transforms of overlap-save tiles x complex GEMM "
+                    description="pocketfft transforms of overlap-save tiles x complex GEMM "
                                 "over channels; any rank, all attributes (strides decimate)")
 def run_fft(problem, src, weights, bias, dst, threads):
     if not isinstance(weights, FFTWeights):
