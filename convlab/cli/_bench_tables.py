@@ -26,6 +26,7 @@ from convlab.cli._bench_results import (
 )
 from convlab.dispatch import cost_model, measure
 from convlab.runtime import cpu
+from convlab.strategies import fft_transforms
 
 
 def fmt_rate(value, width=9, mark=""):
@@ -62,7 +63,8 @@ def machine_lines() -> list[str]:
             f"cost constants: {describe()}",
             f"plans: first call times the contenders estimated within "
             f"{cost_model.measure_margin():.0%} of the lowest (at most "
-            f"{measure.MAX_CONTENDERS}, none started after {measure.TIME_LIMIT_SECONDS:g} s)"]
+            f"{measure.MAX_CONTENDERS}, none started after {measure.TIME_LIMIT_SECONDS:g} s)",
+            f"fft transforms: {fft_transforms.BACKEND}"]
 
 
 def _size_text(size: int) -> str:
