@@ -135,3 +135,36 @@ def test_a_type_error_after_a_remembered_twin_is_still_raised(rng):
         convlab.convolve(src, weights, strides=2.0)
     with pytest.raises(TypeError, match="threads"):
         convlab.convolve(src, weights, strides=2, threads=2.0)
+
+
+def _misaligned_copy(array):
+    """``array``'s values in memory one byte off the dtype's alignment."""
+    raw = np.empty(array.nbytes + 1, np.uint8)
+    out = raw[1:].view(array.dtype).reshape(array.shape)
+    out[...] = array
+    assert not out.flags.aligned
+    return out
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "fortran", "misaligned", "strided"])
+@pytest.mark.parametrize("algorithm", ["auto", *ALGORITHMS])
+def test_remembered_calls_take_weights_in_any_memory_layout(rng, algorithm, layout):
+    """A remembered call readies the weights its own way where it can (a reshape, for
+    algorithms that multiply the weights as they are); weights of the same shape and dtype
+    in another memory layout must give the same result as a first call."""
+    src, weights, bias = _arrays(rng)
+    if algorithm != "auto":
+        skip_unless_supported(algorithm, problem_of(src, weights, bias, ATTRIBUTES))
+    convlab.convolve(src, weights, bias, algorithm=algorithm, **ATTRIBUTES)
+    fresh_weights = rng.standard_normal(WEIGHTS).astype(np.float32)
+    arranged = {"contiguous": fresh_weights,
+                "fortran": np.asfortranarray(fresh_weights),
+                "misaligned": _misaligned_copy(fresh_weights),
+                "strided": np.repeat(fresh_weights, 2, axis=-1)[..., ::2]}[layout]
+    np.testing.assert_array_equal(arranged, fresh_weights)
+    got = convlab.convolve(src, arranged, bias, algorithm=algorithm, **ATTRIBUTES)
+    assert len(decided._decisions) == 1, "the call did not take the remembered path"
+    decided.forget()
+    want = convlab.convolve(src, np.ascontiguousarray(fresh_weights), bias,
+                            algorithm=algorithm, **ATTRIBUTES)
+    np.testing.assert_array_equal(got, want)

@@ -128,9 +128,8 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
             precision)
         known = decided.lookup(key)
         if known is not None:
-            problem, chosen = known
-            weights = params.aligned(weights)
-            return decided.run_decided(problem, chosen, src, chosen.prepare(problem, weights),
+            problem, chosen, prepare = known
+            return decided.run_decided(problem, chosen, src, prepare(weights),
                                        params.canonical_bias(bias, problem), n_threads)
     src = params.as_array("src", src)
     weights = params.as_array("weights", weights)
