@@ -164,10 +164,12 @@ static ptrdiff_t cl_flat_max_run = 64;
  * on scalars. */
 #define CL_VECTOR_EXT 1
 #define CL_AI inline __attribute__((always_inline))
+#define CL_NOINLINE __attribute__((noinline))
 #define CL_UNROLL _Pragma("GCC unroll 64")
 #else
 #define CL_VECTOR_EXT 0
 #define CL_AI inline
+#define CL_NOINLINE
 #define CL_UNROLL
 #endif
 

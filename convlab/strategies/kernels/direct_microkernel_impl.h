@@ -45,6 +45,94 @@ static CL_AI CL_TGT CL_VEC CL_FN(bcast)(CL_REAL x) { return x - (CL_VEC){0}; }
 /* Elements of a 64-byte cache line. */
 #define CL_LINE ((ptrdiff_t)(64 / sizeof(CL_REAL)))
 
+/* dense_body's and dense_flat_body's start: the accumulators from the bias, or from dst
+ * (a->accumulate). A block whose channels run past the group's last output channel goes
+ * through a tile: the lanes beyond nstore belong to another group or lie past the array. */
+#define CL_DENSE_LOAD                                                                   \
+    do {                                                                                \
+        if (nstore < J * CL_V) {                                                        \
+            dt = tile;                                                                  \
+            dt_pix = J * CL_V;                                                          \
+            for (p = 0; p < P; p++) {                                                   \
+                if (a->accumulate)                                                      \
+                    memcpy(tile + p * dt_pix, d + p * d_pix,                            \
+                           (size_t)nstore * sizeof(CL_REAL));                           \
+                memset(tile + p * dt_pix + nstore, 0,                                   \
+                       (size_t)(dt_pix - nstore) * sizeof(CL_REAL));                    \
+            }                                                                           \
+        }                                                                               \
+        if (a->accumulate) {                                                            \
+            CL_UNROLL for (p = 0; p < P; p++) {                                         \
+                CL_UNROLL for (j = 0; j < J; j++)                                       \
+                    acc[p][j] = CL_LOAD(dt + p * dt_pix + j * CL_V);                    \
+            }                                                                           \
+        } else {                                                                        \
+            const CL_REAL *bias_ = (const CL_REAL *)a->bias;                            \
+            CL_UNROLL for (j = 0; j < J; j++) {                                         \
+                CL_VEC b_ = CL_LOAD(bias_ + j * CL_V);                                  \
+                CL_UNROLL for (p = 0; p < P; p++) acc[p][j] = b_;                       \
+            }                                                                           \
+        }                                                                               \
+    } while (0)
+/* ... and their end: the accumulators to dst (non-temporal where a->stream says so). */
+#if CL_CAN_STREAM
+#define CL_DENSE_STREAM                                                                 \
+    if (a->stream) {                                                                    \
+        CL_UNROLL for (p = 0; p < P; p++) {                                             \
+            CL_UNROLL for (j = 0; j < J; j++)                                           \
+                CL_CAT2(CL_CAT2(CL_STREAM, CL_TYPE), CL_VBYTES)(d + p * d_pix + j * CL_V, \
+                                                                acc[p][j]);             \
+        }                                                                               \
+        return;                                                                         \
+    }
+#else
+#define CL_DENSE_STREAM
+#endif
+#define CL_DENSE_STORE                                                                  \
+    do {                                                                                \
+        CL_DENSE_STREAM                                                                 \
+        CL_UNROLL for (p = 0; p < P; p++) {                                             \
+            CL_UNROLL for (j = 0; j < J; j++)                                           \
+                CL_STORE(dt + p * dt_pix + j * CL_V, acc[p][j]);                        \
+        }                                                                               \
+        if (dt == tile) {                                                               \
+            for (p = 0; p < P; p++)                                                     \
+                memcpy(d + p * d_pix, tile + p * dt_pix, (size_t)nstore * sizeof(CL_REAL)); \
+        }                                                                               \
+    } while (0)
+
+/* A block whose every pixel has all its taps inside the input, in one pass over all input
+ * channels: one flat loop over the taps (cl_kargs.toff). A function of its own (see
+ * dense_flat_call): inlined among dense_body's nested loops, the weight pointer of this
+ * loop lived on the stack, a load and a store per step. */
+static CL_AI CL_TGT void CL_FN(dense_flat_body)(const int P, const int J, const cl_kargs *a) {
+    const CL_REAL *s = (const CL_REAL *)a->s;
+    const CL_REAL *wp = (const CL_REAL *)a->w;
+    CL_REAL *d = (CL_REAL *)a->d;
+    const ptrdiff_t *toff = a->toff, ntoff = a->ntoff, w_ic = a->w_ic;
+    const ptrdiff_t d_pix = a->d_pix, nstore = a->nstore;
+    CL_VEC acc[12][4];
+    CL_REAL tile[12 * 4 * (CL_VBYTES / sizeof(CL_REAL))];
+    CL_REAL *dt = d;
+    ptrdiff_t dt_pix = d_pix, t;
+    const CL_REAL *sp[12];
+    int p, j;
+
+    CL_DENSE_LOAD;
+    CL_UNROLL for (p = 0; p < P; p++) sp[p] = s + a->poff[p];
+    for (t = 0; t < ntoff; t++) {
+        const ptrdiff_t o = toff[t];
+        CL_VEC wv[4];
+        CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);
+        CL_UNROLL for (p = 0; p < P; p++) {
+            CL_VEC x = CL_BCAST(sp[p][o]);
+            CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];
+        }
+        wp += w_ic;
+    }
+    CL_DENSE_STORE;
+}
+
 /* P pixels x J vectors of output channels, summed over the taps and nic input channels
  * of one group; weights are vectors along the output channels. Each pixel reads through
  * its own pointer per tap, pointed at a zero row where the tap falls in the padding, so
@@ -72,50 +160,10 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
     const size_t pf_pix = (size_t)a->pf_pix * sizeof(CL_REAL);
     int p, j;
 
-    /* A block whose channels run past the group's last output channel goes through a
-     * tile: the lanes beyond nstore belong to another group or lie past the array. */
-    if (nstore < J * CL_V) {
-        dt = tile;
-        dt_pix = J * CL_V;
-        for (p = 0; p < P; p++) {
-            if (a->accumulate)
-                memcpy(tile + p * dt_pix, d + p * d_pix, (size_t)nstore * sizeof(CL_REAL));
-            memset(tile + p * dt_pix + nstore, 0, (size_t)(dt_pix - nstore) * sizeof(CL_REAL));
-        }
-    }
-    if (a->accumulate) {
-        CL_UNROLL for (p = 0; p < P; p++) {
-            CL_UNROLL for (j = 0; j < J; j++) acc[p][j] = CL_LOAD(dt + p * dt_pix + j * CL_V);
-        }
-    } else {
-        const CL_REAL *bias = (const CL_REAL *)a->bias;
-        CL_UNROLL for (j = 0; j < J; j++) {
-            CL_VEC b = CL_LOAD(bias + j * CL_V);
-            CL_UNROLL for (p = 0; p < P; p++) acc[p][j] = b;
-        }
-    }
+    CL_DENSE_LOAD;
     /* With merge, the W taps [kwl, kwh) that are inside the input for every pixel of
      * the block are one contiguous run of src and weights (adjacent taps, the group
      * spans all channels): one loop of (kwh - kwl) * nic. The other taps go singly. */
-    if (a->toff != NULL) {
-        /* every tap of every pixel is inside: one flat loop (cl_kargs.toff) */
-        const ptrdiff_t *toff = a->toff, ntoff = a->ntoff;
-        const CL_REAL *sp[12];
-        const CL_REAL *wp = w;
-        ptrdiff_t t;
-        CL_UNROLL for (p = 0; p < P; p++) sp[p] = s + poff[p];
-        for (t = 0; t < ntoff; t++) {
-            const ptrdiff_t o = toff[t];
-            CL_VEC wv[4];
-            CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);
-            CL_UNROLL for (p = 0; p < P; p++) {
-                CL_VEC x = CL_BCAST(sp[p][o]);
-                CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];
-            }
-            wp += w_ic;
-        }
-        goto store;
-    }
     if (merge) {
         kwl = 0;
         kwh = nkw;
@@ -157,24 +205,7 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
             }
         }
     }
-store:;
-#if CL_CAN_STREAM
-    if (a->stream) {
-        CL_UNROLL for (p = 0; p < P; p++) {
-            CL_UNROLL for (j = 0; j < J; j++)
-                CL_CAT2(CL_CAT2(CL_STREAM, CL_TYPE), CL_VBYTES)(d + p * d_pix + j * CL_V,
-                                                                acc[p][j]);
-        }
-        return;
-    }
-#endif
-    CL_UNROLL for (p = 0; p < P; p++) {
-        CL_UNROLL for (j = 0; j < J; j++) CL_STORE(dt + p * dt_pix + j * CL_V, acc[p][j]);
-    }
-    if (dt == tile) {
-        for (p = 0; p < P; p++)
-            memcpy(d + p * d_pix, tile + p * dt_pix, (size_t)nstore * sizeof(CL_REAL));
-    }
+    CL_DENSE_STORE;
 }
 
 /* P pixels x J whole vectors of channels of a depthwise convolution (one input and one
@@ -281,7 +312,20 @@ static CL_AI CL_TGT void CL_FN(dw3_body)(const int P, const int J, const int SW,
 
 /* Each compiled shape gets its own fully unrolled copy; any other shape (never planned)
  * still computes correctly through a generic copy. */
+static CL_NOINLINE CL_TGT void CL_FN(dense_flat_call)(int P, int J, const cl_kargs *a) {
+    switch (J * 16 + P) {
+#define CL_CASE(P_, J_) case J_ * 16 + P_: CL_FN(dense_flat_body)(P_, J_, a); break;
+        CL_DENSE_SHAPES(CL_CASE)
+#undef CL_CASE
+    default: CL_FN(dense_flat_body)(P, J, a); break;
+    }
+}
+
 static CL_TGT void CL_FN(dense_call)(int P, int J, const cl_kargs *a) {
+    if (a->toff != NULL) {
+        CL_FN(dense_flat_call)(P, J, a);
+        return;
+    }
     switch (J * 16 + P) {
 #define CL_CASE(P_, J_) case J_ * 16 + P_: CL_FN(dense_body)(P_, J_, a); break;
         CL_DENSE_SHAPES(CL_CASE)
@@ -825,6 +869,9 @@ static void CL_CAT2(cl_item, CL_SFX)(const cl_geom *g, const CL_REAL *src, const
 }
 
 #undef CL_DENSE_STEP
+#undef CL_DENSE_LOAD
+#undef CL_DENSE_STREAM
+#undef CL_DENSE_STORE
 #undef CL_LINE
 #undef CL_SFX
 #undef CL_FN
