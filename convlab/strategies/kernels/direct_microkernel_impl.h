@@ -388,6 +388,24 @@ static CL_AI void CL_FN(chunk_span)(ptrdiff_t nvec, ptrdiff_t nchunk, ptrdiff_t 
     *v0 = chunk * small + (chunk < big ? chunk : big);
 }
 
+/* Where the run of pixels that starts at flattened output pixel r0 ends (at most p1): at
+ * the end of its row's interior columns (ow_lo <= ow < ow_hi) if it starts in them, else
+ * at the start of the next interior columns. Interior blocks then never take a border
+ * pixel, which would send the whole block through dense_body's nested loops instead of
+ * the flat list of taps: with blocks running across rows, on ResNet-50 conv1 (7x7, pads
+ * 3, stride 2) about one block in ten did. Rows too narrow to hold several blocks of
+ * interior columns stay whole runs, so that blocks span rows (small images). */
+static CL_AI ptrdiff_t CL_FN(dense_run_end)(const cl_geom *g, ptrdiff_t r0, ptrdiff_t p1,
+                                            ptrdiff_t pmax) {
+    ptrdiff_t ow, row, end;
+    if ((g->ow_lo == 0 && g->ow_hi == g->OW) || g->ow_hi - g->ow_lo < 4 * pmax) return p1;
+    ow = r0 % g->OW;
+    row = r0 - ow;
+    end = ow < g->ow_lo ? row + g->ow_lo : ow < g->ow_hi ? row + g->ow_hi
+                                                        : row + g->OW + g->ow_lo;
+    return end < p1 ? end : p1;
+}
+
 /* One dense item: a run of flattened output pixels of one image, for one chunk of output
  * channels of one group, in passes over icb input channels at a time. */
 static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const CL_REAL *w,
@@ -398,7 +416,7 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     const ptrdiff_t npix = g->OD * g->OH * g->OW;
     ptrdiff_t poff[12], pd0[12], ph0[12], pw0[12];
     ptrdiff_t toff[CL_FLAT_TAPS_CAP];
-    ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0;
+    ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0, r0, r1;
     /* the last input position a pixel's taps reach, from its tap 0, per axis */
     const ptrdiff_t reach_d = (g->KD - 1) * g->dd, reach_h = (g->KH - 1) * g->dh;
     const ptrdiff_t reach_w = (g->KW - 1) * g->dw;
@@ -511,59 +529,62 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         a.w_kh = g->KW * a.w_kw;
         a.w_kd = g->KH * a.w_kh;
         a.accumulate = ic0 > 0 || summing;
-        CL_FOR_BLOCKS(p0, p1, pmax, pix, P, {
-            /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
-            ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
-            ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
-            int p, inside = flat;
-            for (p = 0; p < P; p++) {
-                const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
-                const ptrdiff_t iw = ow * g->sw - g->pw;
-                pd0[p] = id;
-                ph0[p] = ih;
-                pw0[p] = iw;
-                poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
-                inside &= id >= 0 && id + reach_d < g->ID && ih >= 0 && ih + reach_h < g->IH
-                          && iw >= 0 && iw + reach_w < IW;
-                if (++ow == g->OW) {
-                    ow = 0;
-                    if (++oh == g->OH) {
-                        oh = 0;
-                        od++;
+        for (r0 = p0; r0 < p1; r0 = r1) {
+            r1 = CL_FN(dense_run_end)(g, r0, p1, pmax);
+            CL_FOR_BLOCKS(r0, r1, pmax, pix, P, {
+                /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
+                ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
+                ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
+                int p, inside = flat;
+                for (p = 0; p < P; p++) {
+                    const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
+                    const ptrdiff_t iw = ow * g->sw - g->pw;
+                    pd0[p] = id;
+                    ph0[p] = ih;
+                    pw0[p] = iw;
+                    poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
+                    inside &= id >= 0 && id + reach_d < g->ID && ih >= 0 && ih + reach_h < g->IH
+                              && iw >= 0 && iw + reach_w < IW;
+                    if (++ow == g->OW) {
+                        ow = 0;
+                        if (++oh == g->OH) {
+                            oh = 0;
+                            od++;
+                        }
                     }
                 }
-            }
-            /* (od, oh, ow) is now the next block's first pixel (1x1, no pads). It may lie
-             * past this image, or past src: only prefetched, so the address is formed
-             * as an integer. */
-            a.pf = g->prefetch_src
-                   ? (const void *)((uintptr_t)a.s
-                                    + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
-                                                + ow * g->sw) * IC) * sizeof(CL_REAL))
-                   : NULL;
-            a.toff = inside ? toff : NULL;
-            {
-                const CL_REAL *w_pass = (const CL_REAL *)a.w;
-                for (ch = 0; ch < nch; ch++) {
-                    /* in place (one pass) when nch > 1: a chunk's weights are columns */
-                    a.w = w_pass + coc[ch];
-                    a.bias = bias + grp * OCgp + oc0 + coc[ch];
-                    a.nstore = cstore[ch];
-                    /* the last pass writes the block for good */
-                    a.stream = cstream[ch] && ic0 + g->icb >= ICg;
-                    a.d = dst_n + pix * g->OC + coc[ch];
-                    if (seed)
-                        CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
-                                                          a.nstore, (const CL_REAL *)a.bias);
-                    CL_FN(dense_call)(P, cJ[ch], &a);
-                    if (finish)
-                        CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
-                                                       a.nstore, n * npix + pix,
-                                                       grp * g->OCg + oc0 + coc[ch]);
+                /* (od, oh, ow) is now the next block's first pixel (1x1, no pads). It may lie
+                 * past this image, or past src: only prefetched, so the address is formed
+                 * as an integer. */
+                a.pf = g->prefetch_src
+                       ? (const void *)((uintptr_t)a.s
+                                        + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
+                                                    + ow * g->sw) * IC) * sizeof(CL_REAL))
+                       : NULL;
+                a.toff = inside ? toff : NULL;
+                {
+                    const CL_REAL *w_pass = (const CL_REAL *)a.w;
+                    for (ch = 0; ch < nch; ch++) {
+                        /* in place (one pass) when nch > 1: a chunk's weights are columns */
+                        a.w = w_pass + coc[ch];
+                        a.bias = bias + grp * OCgp + oc0 + coc[ch];
+                        a.nstore = cstore[ch];
+                        /* the last pass writes the block for good */
+                        a.stream = cstream[ch] && ic0 + g->icb >= ICg;
+                        a.d = dst_n + pix * g->OC + coc[ch];
+                        if (seed)
+                            CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
+                                                              a.nstore, (const CL_REAL *)a.bias);
+                        CL_FN(dense_call)(P, cJ[ch], &a);
+                        if (finish)
+                            CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
+                                                           a.nstore, n * npix + pix,
+                                                           grp * g->OCg + oc0 + coc[ch]);
+                    }
+                    a.w = w_pass;
                 }
-                a.w = w_pass;
-            }
-        });
+            });
+        }
     }
 #if CL_CAN_STREAM
     /* non-temporal stores are weakly ordered: drain them before the item counts as done */
