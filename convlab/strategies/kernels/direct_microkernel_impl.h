@@ -388,6 +388,46 @@ static CL_AI void CL_FN(chunk_span)(ptrdiff_t nvec, ptrdiff_t nchunk, ptrdiff_t 
     *v0 = chunk * small + (chunk < big ? chunk : big);
 }
 
+/* The receptive fields of a block's P pixels, in the order of the flat list of taps
+ * (kd, kh, kw, input channel), to patch: pixel p's nic * taps values from
+ * patch + p * a->ntoff, zeros where a tap falls in the padding. A block with border pixels
+ * then runs the flat loop over its patch instead of dense_body's nested loops, which set
+ * up P pointers per tap (or run of W taps) and, with few input channels, spent longer on
+ * that than on the arithmetic. */
+static CL_AI void CL_FN(dense_gather)(const cl_geom *g, const cl_kargs *a, int P,
+                                      CL_REAL *patch) {
+    const CL_REAL *s = (const CL_REAL *)a->s;
+    const ptrdiff_t nic = a->nic, row = g->KW * nic;
+    ptrdiff_t kd, kh, kw, kwl, kwh, i;
+    int p;
+    for (p = 0; p < P; p++) {
+        CL_REAL *to = patch + p * a->ntoff;
+        /* the W taps inside the input, the same on every row of the pixel */
+        cl_tap_range(a->pw0[p], a->c_kw, g->KW, g->IW, &kwl, &kwh);
+        for (kd = 0; kd < g->KD; kd++) {
+            const int d_in = (size_t)(a->pd0[p] + kd * a->dd) < (size_t)g->ID;
+            for (kh = 0; kh < g->KH; kh++, to += row) {
+                const CL_REAL *from;
+                if (!d_in || (size_t)(a->ph0[p] + kh * a->dh) >= (size_t)g->IH
+                    || kwh <= kwl) {
+                    for (i = 0; i < row; i++) to[i] = 0;
+                    continue;
+                }
+                for (i = 0; i < kwl * nic; i++) to[i] = 0;
+                for (i = kwh * nic; i < row; i++) to[i] = 0;
+                from = s + a->poff[p] + kd * a->s_kd + kh * a->s_kh + kwl * a->s_kw;
+                if (a->merge) {
+                    /* adjacent taps of every channel: one contiguous run of src */
+                    for (i = 0; i < (kwh - kwl) * nic; i++) to[kwl * nic + i] = from[i];
+                } else {
+                    for (kw = kwl; kw < kwh; kw++, from += a->s_kw)
+                        for (i = 0; i < nic; i++) to[kw * nic + i] = from[i];
+                }
+            }
+        }
+    }
+}
+
 /* Where the run of pixels that starts at flattened output pixel r0 ends (at most p1): at
  * the end of its row's interior columns (ow_lo <= ow < ow_hi) if it starts in them, else
  * at the start of the next interior columns. Interior blocks then never take a border
@@ -416,6 +456,11 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     const ptrdiff_t npix = g->OD * g->OH * g->OW;
     ptrdiff_t poff[12], pd0[12], ph0[12], pw0[12];
     ptrdiff_t toff[CL_FLAT_TAPS_CAP];
+    /* border blocks of a flat item: their pixels' receptive fields (dense_gather), and the
+     * flat list of taps over them, 0, 1, ... */
+    CL_REAL patch[CL_PATCH_ELEMS];
+    ptrdiff_t patch_toff[CL_FLAT_TAPS_CAP], patch_off[12];
+    int patching;
     ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0, r0, r1;
     /* the last input position a pixel's taps reach, from its tap 0, per axis */
     const ptrdiff_t reach_d = (g->KD - 1) * g->dd, reach_h = (g->KH - 1) * g->dh;
@@ -497,6 +542,13 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                     for (ic = 0; ic < ICg; ic++)
                         toff[t++] = kd * a.s_kd + kh * a.s_kh + kw * a.s_kw + ic;
     }
+    patching = flat && pmax * a.ntoff <= CL_PATCH_ELEMS;
+    if (patching) {
+        ptrdiff_t t;
+        int p;
+        for (t = 0; t < a.ntoff; t++) patch_toff[t] = t;
+        for (p = 0; p < 12; p++) patch_off[p] = p * a.ntoff;
+    }
     src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
     w_g = w + grp * g->KD * g->KH * g->KW * ICg * OCgp + oc0;
     dst_n = dst + n * npix * g->OC + grp * g->OCg + oc0;
@@ -562,6 +614,13 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                                                     + ow * g->sw) * IC) * sizeof(CL_REAL))
                        : NULL;
                 a.toff = inside ? toff : NULL;
+                if (!inside && patching) {
+                    /* flat items run every pass at once: a.s is src_n (see flat) */
+                    CL_FN(dense_gather)(g, &a, P, patch);
+                    a.s = patch;
+                    a.poff = patch_off;
+                    a.toff = patch_toff;
+                }
                 {
                     const CL_REAL *w_pass = (const CL_REAL *)a.w;
                     for (ch = 0; ch < nch; ch++) {
@@ -583,6 +642,8 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                     }
                     a.w = w_pass;
                 }
+                a.s = src_n + ic0;
+                a.poff = poff;
             });
         }
     }
