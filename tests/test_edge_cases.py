@@ -326,6 +326,14 @@ SMALL_INPUT_CHANNEL_CASES = {
                           strides=(1, 2, 1), dilations=1, pads_begin=1, pads_end=(0, 1, 1)),
     "ic3-k3-1d": dict(ic=3, oc=48, groups=1, input_shape=(29,), kernel=(3,),
                       strides=1, dilations=3, pads_begin=2, pads_end=2),
+    # rows wide enough (over 48 interior columns) that items cut their pixels into runs of
+    # interior and of border columns (dense_run_end)
+    "ic3-k7-s2-wide": dict(ic=3, oc=72, groups=1, input_shape=(9, 131), kernel=(7, 7),
+                           strides=2, dilations=1, pads_begin=3, pads_end=2),
+    "ic1-k5-s3-wide": dict(ic=1, oc=40, groups=1, input_shape=(7, 170), kernel=(5, 5),
+                           strides=(1, 3), dilations=1, pads_begin=2, pads_end=(2, 1)),
+    "ic4-k3-wide-1d": dict(ic=4, oc=24, groups=1, input_shape=(107,), kernel=(3,),
+                           strides=1, dilations=1, pads_begin=1, pads_end=0),
 }
 
 

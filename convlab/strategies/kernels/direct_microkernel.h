@@ -154,6 +154,10 @@ typedef struct {
  * chunk by chunk, a block's pixels are written whole and in address order. 0 turns it
  * off. A variable so that tests and experiments can vary it (_direct.set_whole_pixels). */
 #define CL_WHOLE_PIXEL_CHUNKS 16
+
+/* Elements of the per-thread buffer that holds a border block's receptive fields (see
+ * dense_gather): blocks whose P pixels' flat tap lists need more run the nested loops. */
+#define CL_PATCH_ELEMS 2048
 static ptrdiff_t cl_whole_pixel_bytes = 32 * 1024;
 static ptrdiff_t cl_flat_max_taps = 1024;
 static ptrdiff_t cl_flat_max_run = 64;
@@ -164,10 +168,12 @@ static ptrdiff_t cl_flat_max_run = 64;
  * on scalars. */
 #define CL_VECTOR_EXT 1
 #define CL_AI inline __attribute__((always_inline))
+#define CL_NOINLINE __attribute__((noinline))
 #define CL_UNROLL _Pragma("GCC unroll 64")
 #else
 #define CL_VECTOR_EXT 0
 #define CL_AI inline
+#define CL_NOINLINE
 #define CL_UNROLL
 #endif
 

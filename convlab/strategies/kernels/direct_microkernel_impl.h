@@ -45,6 +45,94 @@ static CL_AI CL_TGT CL_VEC CL_FN(bcast)(CL_REAL x) { return x - (CL_VEC){0}; }
 /* Elements of a 64-byte cache line. */
 #define CL_LINE ((ptrdiff_t)(64 / sizeof(CL_REAL)))
 
+/* dense_body's and dense_flat_body's start: the accumulators from the bias, or from dst
+ * (a->accumulate). A block whose channels run past the group's last output channel goes
+ * through a tile: the lanes beyond nstore belong to another group or lie past the array. */
+#define CL_DENSE_LOAD                                                                   \
+    do {                                                                                \
+        if (nstore < J * CL_V) {                                                        \
+            dt = tile;                                                                  \
+            dt_pix = J * CL_V;                                                          \
+            for (p = 0; p < P; p++) {                                                   \
+                if (a->accumulate)                                                      \
+                    memcpy(tile + p * dt_pix, d + p * d_pix,                            \
+                           (size_t)nstore * sizeof(CL_REAL));                           \
+                memset(tile + p * dt_pix + nstore, 0,                                   \
+                       (size_t)(dt_pix - nstore) * sizeof(CL_REAL));                    \
+            }                                                                           \
+        }                                                                               \
+        if (a->accumulate) {                                                            \
+            CL_UNROLL for (p = 0; p < P; p++) {                                         \
+                CL_UNROLL for (j = 0; j < J; j++)                                       \
+                    acc[p][j] = CL_LOAD(dt + p * dt_pix + j * CL_V);                    \
+            }                                                                           \
+        } else {                                                                        \
+            const CL_REAL *bias_ = (const CL_REAL *)a->bias;                            \
+            CL_UNROLL for (j = 0; j < J; j++) {                                         \
+                CL_VEC b_ = CL_LOAD(bias_ + j * CL_V);                                  \
+                CL_UNROLL for (p = 0; p < P; p++) acc[p][j] = b_;                       \
+            }                                                                           \
+        }                                                                               \
+    } while (0)
+/* ... and their end: the accumulators to dst (non-temporal where a->stream says so). */
+#if CL_CAN_STREAM
+#define CL_DENSE_STREAM                                                                 \
+    if (a->stream) {                                                                    \
+        CL_UNROLL for (p = 0; p < P; p++) {                                             \
+            CL_UNROLL for (j = 0; j < J; j++)                                           \
+                CL_CAT2(CL_CAT2(CL_STREAM, CL_TYPE), CL_VBYTES)(d + p * d_pix + j * CL_V, \
+                                                                acc[p][j]);             \
+        }                                                                               \
+        return;                                                                         \
+    }
+#else
+#define CL_DENSE_STREAM
+#endif
+#define CL_DENSE_STORE                                                                  \
+    do {                                                                                \
+        CL_DENSE_STREAM                                                                 \
+        CL_UNROLL for (p = 0; p < P; p++) {                                             \
+            CL_UNROLL for (j = 0; j < J; j++)                                           \
+                CL_STORE(dt + p * dt_pix + j * CL_V, acc[p][j]);                        \
+        }                                                                               \
+        if (dt == tile) {                                                               \
+            for (p = 0; p < P; p++)                                                     \
+                memcpy(d + p * d_pix, tile + p * dt_pix, (size_t)nstore * sizeof(CL_REAL)); \
+        }                                                                               \
+    } while (0)
+
+/* A block whose every pixel has all its taps inside the input, in one pass over all input
+ * channels: one flat loop over the taps (cl_kargs.toff). A function of its own (see
+ * dense_flat_call): inlined among dense_body's nested loops, the weight pointer of this
+ * loop lived on the stack, a load and a store per step. */
+static CL_AI CL_TGT void CL_FN(dense_flat_body)(const int P, const int J, const cl_kargs *a) {
+    const CL_REAL *s = (const CL_REAL *)a->s;
+    const CL_REAL *wp = (const CL_REAL *)a->w;
+    CL_REAL *d = (CL_REAL *)a->d;
+    const ptrdiff_t *toff = a->toff, ntoff = a->ntoff, w_ic = a->w_ic;
+    const ptrdiff_t d_pix = a->d_pix, nstore = a->nstore;
+    CL_VEC acc[12][4];
+    CL_REAL tile[12 * 4 * (CL_VBYTES / sizeof(CL_REAL))];
+    CL_REAL *dt = d;
+    ptrdiff_t dt_pix = d_pix, t;
+    const CL_REAL *sp[12];
+    int p, j;
+
+    CL_DENSE_LOAD;
+    CL_UNROLL for (p = 0; p < P; p++) sp[p] = s + a->poff[p];
+    for (t = 0; t < ntoff; t++) {
+        const ptrdiff_t o = toff[t];
+        CL_VEC wv[4];
+        CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);
+        CL_UNROLL for (p = 0; p < P; p++) {
+            CL_VEC x = CL_BCAST(sp[p][o]);
+            CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];
+        }
+        wp += w_ic;
+    }
+    CL_DENSE_STORE;
+}
+
 /* P pixels x J vectors of output channels, summed over the taps and nic input channels
  * of one group; weights are vectors along the output channels. Each pixel reads through
  * its own pointer per tap, pointed at a zero row where the tap falls in the padding, so
@@ -72,50 +160,10 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
     const size_t pf_pix = (size_t)a->pf_pix * sizeof(CL_REAL);
     int p, j;
 
-    /* A block whose channels run past the group's last output channel goes through a
-     * tile: the lanes beyond nstore belong to another group or lie past the array. */
-    if (nstore < J * CL_V) {
-        dt = tile;
-        dt_pix = J * CL_V;
-        for (p = 0; p < P; p++) {
-            if (a->accumulate)
-                memcpy(tile + p * dt_pix, d + p * d_pix, (size_t)nstore * sizeof(CL_REAL));
-            memset(tile + p * dt_pix + nstore, 0, (size_t)(dt_pix - nstore) * sizeof(CL_REAL));
-        }
-    }
-    if (a->accumulate) {
-        CL_UNROLL for (p = 0; p < P; p++) {
-            CL_UNROLL for (j = 0; j < J; j++) acc[p][j] = CL_LOAD(dt + p * dt_pix + j * CL_V);
-        }
-    } else {
-        const CL_REAL *bias = (const CL_REAL *)a->bias;
-        CL_UNROLL for (j = 0; j < J; j++) {
-            CL_VEC b = CL_LOAD(bias + j * CL_V);
-            CL_UNROLL for (p = 0; p < P; p++) acc[p][j] = b;
-        }
-    }
+    CL_DENSE_LOAD;
     /* With merge, the W taps [kwl, kwh) that are inside the input for every pixel of
      * the block are one contiguous run of src and weights (adjacent taps, the group
      * spans all channels): one loop of (kwh - kwl) * nic. The other taps go singly. */
-    if (a->toff != NULL) {
-        /* every tap of every pixel is inside: one flat loop (cl_kargs.toff) */
-        const ptrdiff_t *toff = a->toff, ntoff = a->ntoff;
-        const CL_REAL *sp[12];
-        const CL_REAL *wp = w;
-        ptrdiff_t t;
-        CL_UNROLL for (p = 0; p < P; p++) sp[p] = s + poff[p];
-        for (t = 0; t < ntoff; t++) {
-            const ptrdiff_t o = toff[t];
-            CL_VEC wv[4];
-            CL_UNROLL for (j = 0; j < J; j++) wv[j] = CL_LOAD(wp + j * CL_V);
-            CL_UNROLL for (p = 0; p < P; p++) {
-                CL_VEC x = CL_BCAST(sp[p][o]);
-                CL_UNROLL for (j = 0; j < J; j++) acc[p][j] += x * wv[j];
-            }
-            wp += w_ic;
-        }
-        goto store;
-    }
     if (merge) {
         kwl = 0;
         kwh = nkw;
@@ -157,24 +205,7 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
             }
         }
     }
-store:;
-#if CL_CAN_STREAM
-    if (a->stream) {
-        CL_UNROLL for (p = 0; p < P; p++) {
-            CL_UNROLL for (j = 0; j < J; j++)
-                CL_CAT2(CL_CAT2(CL_STREAM, CL_TYPE), CL_VBYTES)(d + p * d_pix + j * CL_V,
-                                                                acc[p][j]);
-        }
-        return;
-    }
-#endif
-    CL_UNROLL for (p = 0; p < P; p++) {
-        CL_UNROLL for (j = 0; j < J; j++) CL_STORE(dt + p * dt_pix + j * CL_V, acc[p][j]);
-    }
-    if (dt == tile) {
-        for (p = 0; p < P; p++)
-            memcpy(d + p * d_pix, tile + p * dt_pix, (size_t)nstore * sizeof(CL_REAL));
-    }
+    CL_DENSE_STORE;
 }
 
 /* P pixels x J whole vectors of channels of a depthwise convolution (one input and one
@@ -281,7 +312,20 @@ static CL_AI CL_TGT void CL_FN(dw3_body)(const int P, const int J, const int SW,
 
 /* Each compiled shape gets its own fully unrolled copy; any other shape (never planned)
  * still computes correctly through a generic copy. */
+static CL_NOINLINE CL_TGT void CL_FN(dense_flat_call)(int P, int J, const cl_kargs *a) {
+    switch (J * 16 + P) {
+#define CL_CASE(P_, J_) case J_ * 16 + P_: CL_FN(dense_flat_body)(P_, J_, a); break;
+        CL_DENSE_SHAPES(CL_CASE)
+#undef CL_CASE
+    default: CL_FN(dense_flat_body)(P, J, a); break;
+    }
+}
+
 static CL_TGT void CL_FN(dense_call)(int P, int J, const cl_kargs *a) {
+    if (a->toff != NULL) {
+        CL_FN(dense_flat_call)(P, J, a);
+        return;
+    }
     switch (J * 16 + P) {
 #define CL_CASE(P_, J_) case J_ * 16 + P_: CL_FN(dense_body)(P_, J_, a); break;
         CL_DENSE_SHAPES(CL_CASE)
@@ -344,6 +388,64 @@ static CL_AI void CL_FN(chunk_span)(ptrdiff_t nvec, ptrdiff_t nchunk, ptrdiff_t 
     *v0 = chunk * small + (chunk < big ? chunk : big);
 }
 
+/* The receptive fields of a block's P pixels, in the order of the flat list of taps
+ * (kd, kh, kw, input channel), to patch: pixel p's nic * taps values from
+ * patch + p * a->ntoff, zeros where a tap falls in the padding. A block with border pixels
+ * then runs the flat loop over its patch instead of dense_body's nested loops, which set
+ * up P pointers per tap (or run of W taps) and, with few input channels, spent longer on
+ * that than on the arithmetic. */
+static CL_AI void CL_FN(dense_gather)(const cl_geom *g, const cl_kargs *a, int P,
+                                      CL_REAL *patch) {
+    const CL_REAL *s = (const CL_REAL *)a->s;
+    const ptrdiff_t nic = a->nic, row = g->KW * nic;
+    ptrdiff_t kd, kh, kw, kwl, kwh, i;
+    int p;
+    for (p = 0; p < P; p++) {
+        CL_REAL *to = patch + p * a->ntoff;
+        /* the W taps inside the input, the same on every row of the pixel */
+        cl_tap_range(a->pw0[p], a->c_kw, g->KW, g->IW, &kwl, &kwh);
+        for (kd = 0; kd < g->KD; kd++) {
+            const int d_in = (size_t)(a->pd0[p] + kd * a->dd) < (size_t)g->ID;
+            for (kh = 0; kh < g->KH; kh++, to += row) {
+                const CL_REAL *from;
+                if (!d_in || (size_t)(a->ph0[p] + kh * a->dh) >= (size_t)g->IH
+                    || kwh <= kwl) {
+                    for (i = 0; i < row; i++) to[i] = 0;
+                    continue;
+                }
+                for (i = 0; i < kwl * nic; i++) to[i] = 0;
+                for (i = kwh * nic; i < row; i++) to[i] = 0;
+                from = s + a->poff[p] + kd * a->s_kd + kh * a->s_kh + kwl * a->s_kw;
+                if (a->merge) {
+                    /* adjacent taps of every channel: one contiguous run of src */
+                    for (i = 0; i < (kwh - kwl) * nic; i++) to[kwl * nic + i] = from[i];
+                } else {
+                    for (kw = kwl; kw < kwh; kw++, from += a->s_kw)
+                        for (i = 0; i < nic; i++) to[kw * nic + i] = from[i];
+                }
+            }
+        }
+    }
+}
+
+/* Where the run of pixels that starts at flattened output pixel r0 ends (at most p1): at
+ * the end of its row's interior columns (ow_lo <= ow < ow_hi) if it starts in them, else
+ * at the start of the next interior columns. Interior blocks then never take a border
+ * pixel, which would send the whole block through dense_body's nested loops instead of
+ * the flat list of taps: with blocks running across rows, on ResNet-50 conv1 (7x7, pads
+ * 3, stride 2) about one block in ten did. Rows too narrow to hold several blocks of
+ * interior columns stay whole runs, so that blocks span rows (small images). */
+static CL_AI ptrdiff_t CL_FN(dense_run_end)(const cl_geom *g, ptrdiff_t r0, ptrdiff_t p1,
+                                            ptrdiff_t pmax) {
+    ptrdiff_t ow, row, end;
+    if ((g->ow_lo == 0 && g->ow_hi == g->OW) || g->ow_hi - g->ow_lo < 4 * pmax) return p1;
+    ow = r0 % g->OW;
+    row = r0 - ow;
+    end = ow < g->ow_lo ? row + g->ow_lo : ow < g->ow_hi ? row + g->ow_hi
+                                                        : row + g->OW + g->ow_lo;
+    return end < p1 ? end : p1;
+}
+
 /* One dense item: a run of flattened output pixels of one image, for one chunk of output
  * channels of one group, in passes over icb input channels at a time. */
 static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const CL_REAL *w,
@@ -354,7 +456,12 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     const ptrdiff_t npix = g->OD * g->OH * g->OW;
     ptrdiff_t poff[12], pd0[12], ph0[12], pw0[12];
     ptrdiff_t toff[CL_FLAT_TAPS_CAP];
-    ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0;
+    /* border blocks of a flat item: their pixels' receptive fields (dense_gather), and the
+     * flat list of taps over them, 0, 1, ... */
+    CL_REAL patch[CL_PATCH_ELEMS];
+    ptrdiff_t patch_toff[CL_FLAT_TAPS_CAP], patch_off[12];
+    int patching;
+    ptrdiff_t seg, n, chunk, grp, v0, oc0, p0, p1, ic0, r0, r1;
     /* the last input position a pixel's taps reach, from its tap 0, per axis */
     const ptrdiff_t reach_d = (g->KD - 1) * g->dd, reach_h = (g->KH - 1) * g->dh;
     const ptrdiff_t reach_w = (g->KW - 1) * g->dw;
@@ -435,6 +542,13 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                     for (ic = 0; ic < ICg; ic++)
                         toff[t++] = kd * a.s_kd + kh * a.s_kh + kw * a.s_kw + ic;
     }
+    patching = flat && pmax * a.ntoff <= CL_PATCH_ELEMS;
+    if (patching) {
+        ptrdiff_t t;
+        int p;
+        for (t = 0; t < a.ntoff; t++) patch_toff[t] = t;
+        for (p = 0; p < 12; p++) patch_off[p] = p * a.ntoff;
+    }
     src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
     w_g = w + grp * g->KD * g->KH * g->KW * ICg * OCgp + oc0;
     dst_n = dst + n * npix * g->OC + grp * g->OCg + oc0;
@@ -467,59 +581,71 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         a.w_kh = g->KW * a.w_kw;
         a.w_kd = g->KH * a.w_kh;
         a.accumulate = ic0 > 0 || summing;
-        CL_FOR_BLOCKS(p0, p1, pmax, pix, P, {
-            /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
-            ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
-            ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
-            int p, inside = flat;
-            for (p = 0; p < P; p++) {
-                const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
-                const ptrdiff_t iw = ow * g->sw - g->pw;
-                pd0[p] = id;
-                ph0[p] = ih;
-                pw0[p] = iw;
-                poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
-                inside &= id >= 0 && id + reach_d < g->ID && ih >= 0 && ih + reach_h < g->IH
-                          && iw >= 0 && iw + reach_w < IW;
-                if (++ow == g->OW) {
-                    ow = 0;
-                    if (++oh == g->OH) {
-                        oh = 0;
-                        od++;
+        for (r0 = p0; r0 < p1; r0 = r1) {
+            r1 = CL_FN(dense_run_end)(g, r0, p1, pmax);
+            CL_FOR_BLOCKS(r0, r1, pmax, pix, P, {
+                /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
+                ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
+                ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
+                int p, inside = flat;
+                for (p = 0; p < P; p++) {
+                    const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
+                    const ptrdiff_t iw = ow * g->sw - g->pw;
+                    pd0[p] = id;
+                    ph0[p] = ih;
+                    pw0[p] = iw;
+                    poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
+                    inside &= id >= 0 && id + reach_d < g->ID && ih >= 0 && ih + reach_h < g->IH
+                              && iw >= 0 && iw + reach_w < IW;
+                    if (++ow == g->OW) {
+                        ow = 0;
+                        if (++oh == g->OH) {
+                            oh = 0;
+                            od++;
+                        }
                     }
                 }
-            }
-            /* (od, oh, ow) is now the next block's first pixel (1x1, no pads). It may lie
-             * past this image, or past src: only prefetched, so the address is formed
-             * as an integer. */
-            a.pf = g->prefetch_src
-                   ? (const void *)((uintptr_t)a.s
-                                    + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
-                                                + ow * g->sw) * IC) * sizeof(CL_REAL))
-                   : NULL;
-            a.toff = inside ? toff : NULL;
-            {
-                const CL_REAL *w_pass = (const CL_REAL *)a.w;
-                for (ch = 0; ch < nch; ch++) {
-                    /* in place (one pass) when nch > 1: a chunk's weights are columns */
-                    a.w = w_pass + coc[ch];
-                    a.bias = bias + grp * OCgp + oc0 + coc[ch];
-                    a.nstore = cstore[ch];
-                    /* the last pass writes the block for good */
-                    a.stream = cstream[ch] && ic0 + g->icb >= ICg;
-                    a.d = dst_n + pix * g->OC + coc[ch];
-                    if (seed)
-                        CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
-                                                          a.nstore, (const CL_REAL *)a.bias);
-                    CL_FN(dense_call)(P, cJ[ch], &a);
-                    if (finish)
-                        CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
-                                                       a.nstore, n * npix + pix,
-                                                       grp * g->OCg + oc0 + coc[ch]);
+                /* (od, oh, ow) is now the next block's first pixel (1x1, no pads). It may lie
+                 * past this image, or past src: only prefetched, so the address is formed
+                 * as an integer. */
+                a.pf = g->prefetch_src
+                       ? (const void *)((uintptr_t)a.s
+                                        + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
+                                                    + ow * g->sw) * IC) * sizeof(CL_REAL))
+                       : NULL;
+                a.toff = inside ? toff : NULL;
+                if (!inside && patching) {
+                    /* flat items run every pass at once: a.s is src_n (see flat) */
+                    CL_FN(dense_gather)(g, &a, P, patch);
+                    a.s = patch;
+                    a.poff = patch_off;
+                    a.toff = patch_toff;
                 }
-                a.w = w_pass;
-            }
-        });
+                {
+                    const CL_REAL *w_pass = (const CL_REAL *)a.w;
+                    for (ch = 0; ch < nch; ch++) {
+                        /* in place (one pass) when nch > 1: a chunk's weights are columns */
+                        a.w = w_pass + coc[ch];
+                        a.bias = bias + grp * OCgp + oc0 + coc[ch];
+                        a.nstore = cstore[ch];
+                        /* the last pass writes the block for good */
+                        a.stream = cstream[ch] && ic0 + g->icb >= ICg;
+                        a.d = dst_n + pix * g->OC + coc[ch];
+                        if (seed)
+                            CL_CAT2(cl_epi_prologue, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
+                                                              a.nstore, (const CL_REAL *)a.bias);
+                        CL_FN(dense_call)(P, cJ[ch], &a);
+                        if (finish)
+                            CL_CAT2(cl_epi_apply, CL_TYPE)(g->epi, (CL_REAL *)a.d, g->OC, P,
+                                                           a.nstore, n * npix + pix,
+                                                           grp * g->OCg + oc0 + coc[ch]);
+                    }
+                    a.w = w_pass;
+                }
+                a.s = src_n + ic0;
+                a.poff = poff;
+            });
+        }
     }
 #if CL_CAN_STREAM
     /* non-temporal stores are weakly ordered: drain them before the item counts as done */
@@ -825,6 +951,9 @@ static void CL_CAT2(cl_item, CL_SFX)(const cl_geom *g, const CL_REAL *src, const
 }
 
 #undef CL_DENSE_STEP
+#undef CL_DENSE_LOAD
+#undef CL_DENSE_STREAM
+#undef CL_DENSE_STORE
 #undef CL_LINE
 #undef CL_SFX
 #undef CL_FN
