@@ -840,9 +840,10 @@ def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, 
     rows = sum(take for _, _, take, _ in block)
     tiles_in, x, y, out = _block_buffers(t, rows, ic1 - ic0, oc1 - oc0, problem.dtype,
                                          complex_dtype)
+    columns = list(zip(*(axes for axes, _, _, _ in block)))  # the block's tiles, per axis
     # per axis, the buffer positions some tile of the block reads src into
     occupied = [(min(a.buffer.start for a in column), max(a.buffer.stop for a in column))
-                for column in zip(*(axes for axes, _, _, _ in block))]
+                for column in columns]
     box = tuple(slice(lo, hi) for lo, hi in occupied[:-1])
     tiles_in[box] = 0
     for axes, image, take, row in block:
@@ -854,8 +855,7 @@ def _block_pipeline(problem, src, block, g0: int, g1: int, spectrum, bias, dst, 
              y.reshape(freqs, rows, oc1 - oc0), g1 - g0, t.contraction, threads)
     # per axis, the positions the crop keeps
     kept_extent = [max((a.count - 1) * s + 1 for a in column)
-                   for column, s in zip(zip(*(axes for axes, _, _, _ in block)),
-                                        problem.strides)]
+                   for column, s in zip(columns, problem.strides)]
     inverse_transform(y, out, kept_extent, threads)
     for axes, image, take, row in block:
         kept = out[(*(slice(0, (a.count - 1) * s + 1) for a, s in zip(axes, problem.strides)),
