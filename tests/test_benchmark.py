@@ -1,5 +1,6 @@
 """The bench harness (convlab.cli.benchmark): what it times and reports, not how fast."""
 import csv
+import time
 
 import pytest
 
@@ -50,6 +51,32 @@ def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():
         assert contender.ok and contender.error is not None, contender.label
         # plans: the first call is timed apart from the later ones
         assert (contender.first_call is not None) == contender.label.startswith("plan")
+
+
+def _fake_contender(label, warm_seconds, call_seconds, calls):
+    def call():
+        calls.append(label)
+        time.sleep(call_seconds)
+    return bench_results.Contender(label, "convlab", call, warm_seconds=warm_seconds)
+
+
+def test_far_slower_contenders_leave_the_shared_block():
+    calls = []
+    fast = _fake_contender("fast", 1e-4, 0.0, calls)
+    near = _fake_contender("near", 5e-4, 0.0, calls)
+    slow = _fake_contender("slow", 1e-4 * (benchmark.SHARED_BLOCK_FACTOR + 2), 0.01, calls)
+    assert benchmark.shared_block([fast, near, slow]) == [fast, near]
+    # the slow one was called once more before it was left out; the others were not
+    assert calls == ["slow"]
+
+
+def test_a_contender_slow_once_stays_in_the_shared_block():
+    calls = []
+    fast = _fake_contender("fast", 1e-3, 0.0, calls)
+    # its warm-up call fell in a slow spell; called again, it is as fast as the other
+    hiccup = _fake_contender("hiccup", 1e-3 * (benchmark.SHARED_BLOCK_FACTOR * 10), 0.0, calls)
+    assert benchmark.shared_block([fast, hiccup]) == [fast, hiccup]
+    assert calls == ["hiccup"]
 
 
 def test_gemm_share_summary_judges_gemm_bound_layers_apart():

@@ -106,13 +106,14 @@ def test_the_measured_choice_is_the_fastest_timed_contender(rng, clock, wide_mar
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
         first = plan(src)
         assert plan.algorithm_for(src) == names[1]
-        # each: one untimed run and measure.TIMED_RUNS timed ones; then the call itself
-        assert counts["runs"] == {names[0]: 1 + measure.TIMED_RUNS,
-                                  names[1]: 2 + measure.TIMED_RUNS,
-                                  names[2]: 1 + measure.TIMED_RUNS}
+        # each: one untimed run and TIMED_RUNS turns of RUNS_PER_TURN timed ones; then the
+        # call itself
+        timed = measure.TIMED_RUNS * measure.RUNS_PER_TURN
+        assert counts["runs"] == {names[0]: 1 + timed, names[1]: 2 + timed,
+                                  names[2]: 1 + timed}
         assert_matches_reference(first, src, weights, bias, ATTRIBUTES, names[1])
         np.testing.assert_array_equal(plan(src), first)
-        assert counts["runs"][names[1]] == 3 + measure.TIMED_RUNS  # no timing the second time
+        assert counts["runs"][names[1]] == 3 + timed  # no timing the second time
         account = plan.explain(src)
         assert account.choice == names[1]
         assert account.measurement.seconds == pytest.approx({names[0]: 3e-3, names[1]: 1e-3,
@@ -124,20 +125,25 @@ def test_the_measured_choice_is_the_fastest_timed_contender(rng, clock, wide_mar
         assert set(plan._prepared) == {(names[1], "<f4")}
 
 
-def test_contenders_are_timed_in_interleaved_rounds_and_keep_their_fastest_run(
+def test_contenders_are_timed_in_interleaved_turns_and_keep_their_fastest_run(
         rng, clock, wide_margin):
     src, weights, bias = _tensors(rng)
-    # the first contender's timed runs take 4, 1 and 4 ms (a slow spell around its fastest
-    # run); the second's take 2 ms each: by its fastest run the first wins, though its
+    # the first contender's timed runs take 4 ms but one of 1 ms (its fastest, amid a slow
+    # spell); the second's take 2 ms each: by its fastest run the first wins, though its
     # median (4 ms) would lose
-    specs = [(1.0e-9, (2e-3, 4e-3, 1e-3, 4e-3)), (1.2e-9, 2e-3)]
+    specs = [(1.0e-9, (2e-3, 4e-3, 4e-3, 1e-3, 4e-3)), (1.2e-9, 2e-3)]
     with fake_algorithms(clock, specs) as (names, counts):
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
         plan(src)
         first, second = names
-        # one untimed run each, then measure.TIMED_RUNS rounds of one run each; then the call
-        assert counts["order"] == [first, second] + [first, second] * measure.TIMED_RUNS + \
-            [first]
+        # one untimed run each, then measure.TIMED_RUNS rounds of turns, RUNS_PER_TURN runs
+        # back to back, the order reversed every other round; then the call
+        turns = [[first, second], [second, first]]
+        expected = [first, second]
+        for index in range(measure.TIMED_RUNS):
+            for name in turns[index % 2]:
+                expected += [name] * measure.RUNS_PER_TURN
+        assert counts["order"] == expected + [first]
         assert plan.algorithm_for(src) == first
         assert plan.explain(src).measurement.seconds == pytest.approx({first: 1e-3,
                                                                        second: 2e-3})
@@ -168,14 +174,39 @@ def test_at_most_max_contenders_are_timed(rng, clock, wide_margin):
         assert plan.explain(src).measurement.not_timed == tuple(names[measure.MAX_CONTENDERS:])
 
 
+def test_a_close_call_gets_more_rounds(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    # after the usual rounds the second contender leads by 10% (a close call); in the
+    # rounds that follow, the first runs faster than both had (its slow spell ended)
+    usual = measure.TIMED_RUNS * measure.RUNS_PER_TURN
+    first_runs = (2e-3,) + (1.1e-3,) * usual + (0.9e-3,)
+    with fake_algorithms(clock, [(1.0e-9, first_runs), (1.2e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        assert plan.algorithm_for(src) == names[0]
+        timed = measure.MAX_TIMED_RUNS * measure.RUNS_PER_TURN
+        assert counts["runs"] == {names[0]: 2 + timed, names[1]: 1 + timed}
+
+
+def test_a_clear_lead_ends_the_rounds(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    ahead = 1 + 2 * measure.CLOSE_CALL
+    with fake_algorithms(clock, [(1.0e-9, 1e-3 * ahead), (1.2e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        assert plan.algorithm_for(src) == names[1]
+        timed = measure.TIMED_RUNS * measure.RUNS_PER_TURN
+        assert counts["runs"] == {names[0]: 1 + timed, names[1]: 2 + timed}
+
+
 def test_no_contender_starts_after_the_time_limit(rng, clock, wide_margin):
     src, weights, bias = _tensors(rng)
     slow = measure.TIME_LIMIT_SECONDS * 2
     with fake_algorithms(clock, [(1.0e-9, slow), (1.1e-9, 1e-3)]) as (names, counts):
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
         result = plan(src)
-        # the first contender: one untimed run, then a single timed one (more would pass
-        # the limit); the second is never started
+        # the first contender: one untimed run, then a single timed one (a second in its
+        # turn, or another round, would pass the limit); the second is never started
         assert counts["runs"] == {names[0]: 3}
         assert plan.algorithm_for(src) == names[0]
         assert plan.explain(src).measurement.not_timed == (names[1],)
@@ -305,7 +336,7 @@ def test_each_shape_and_thread_count_is_measured_once(rng, clock, wide_margin):
         for _ in range(3):
             plan(src)
             plan(src[:1])
-        per_shape = 1 + measure.TIMED_RUNS
+        per_shape = 1 + measure.TIMED_RUNS * measure.RUNS_PER_TURN
         assert counts["runs"][names[0]] == 2 * per_shape
         assert counts["runs"][names[1]] == 2 * per_shape + 6
 
@@ -317,5 +348,5 @@ def test_algorithm_for_a_shape_measures_on_zeros(rng, clock, wide_margin):
         described = type("Described", (), {"shape": src.shape, "dtype": src.dtype})()
         assert plan.algorithm_for(described) == names[1]
         result = plan(src)  # the choice is made; this call only runs it
-        assert counts["runs"][names[1]] == 2 + measure.TIMED_RUNS
+        assert counts["runs"][names[1]] == 2 + measure.TIMED_RUNS * measure.RUNS_PER_TURN
         assert_matches_reference(result, src, weights, bias, ATTRIBUTES, names[1])

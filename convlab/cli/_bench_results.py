@@ -22,6 +22,7 @@ class Contender:
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
     first_call: float | None = None  # a plan's first call (its choice, its preparation)
     runs: str = ""  # the algorithm a plan runs
+    warm_seconds: float | None = None  # its last untimed (warm-up) call
 
     @property
     def median(self) -> float | None:
