@@ -44,10 +44,11 @@ class Convolution:
         rounds (up to ``measure.MAX_TIMED_RUNS`` on a close call), and the fastest run
         wins; the call returns that contender's result. Where only one contender is
         close, nothing is timed. That first call costs the contenders' weight preparation
-        plus seven runs of each or more (docs/selection.md, "Plans"), and memory for their prepared weights until the
-        choice is made (the others' are then dropped). "estimate": the lowest estimate, as
-        ``convolve`` picks but with the weights' preparation left out (it happens once);
-        nothing is timed. A forced ``algorithm`` name or "tune" ignores ``choose``.
+        plus seven runs of each or more (docs/selection.md, "Plans"), and memory for
+        their prepared weights until the choice is made (the others' are then dropped).
+        "estimate": the lowest estimate, as ``convolve`` picks but with the weights'
+        preparation left out (it happens once); nothing is timed. A forced ``algorithm``
+        name or "tune" ignores ``choose``.
 
     Examples
     --------
