@@ -377,6 +377,10 @@ def main(argv=None):
     before = store.shipped(shipped_level)
     fitted = fit.fit(relative_timings(timings, before["constants"]) if args.relative
                      else [t for t in timings if _ONLY is None or t.algorithm in _ONLY])
+    if _ONLY is None:  # the picks weigh every algorithm against the others
+        evaluate(rows, timings, fitted.constants,
+                 "least-squares constants before refine (in-sample), no margins")
+        fitted.constants = fit.refine(timings, fitted.constants)
     print("\nfit (per algorithm, in-sample):")
     for name, by_threads in fitted.residuals.items():
         for threads, r in by_threads.items():

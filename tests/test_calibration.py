@@ -478,6 +478,37 @@ def test_margins_and_regret():
     assert summary == {"cases": 2, "geo_mean": 1.0, "worst": 1.0, "within_5_percent": 2}
 
 
+def test_refine_rescales_constants_for_the_regret_of_the_picks():
+    # b is 15% faster than a on odd cases and 30% slower on even ones, and its terms say
+    # so, but its constant is 30% too high: every pick goes to a (regret 1.18 on odd cases)
+    timings = []
+    for i in range(12):
+        work, ratio = 1.0 + i, (0.85 if i % 2 else 1.3)
+        timings += [fit.Timing("a", 1, {"s": work, "unused": 1.0}, 1e-3 * work, case=str(i)),
+                    fit.Timing("b", 1, {"s": work * ratio}, 1e-3 * work * ratio, case=str(i))]
+    constants = {"a": {"1": {"s": 1e-3, "unused": 0.0}}, "b": {"1": {"s": 1.3e-3}}}
+    assert fit.regret_summary(timings, constants)["geo_mean"] > 1.05
+    refined = fit.refine(timings, constants)
+    assert fit.regret_summary(timings, refined)["geo_mean"] == pytest.approx(1.0)
+    assert 0.9e-3 < refined["b"]["1"]["s"] < 1e-3 / 0.85
+    assert refined["a"]["1"]["s"] == pytest.approx(1e-3, rel=0.1)
+    assert refined["a"]["1"]["unused"] == 0.0  # a zero constant stays zero
+    assert constants["b"]["1"]["s"] == 1.3e-3  # the input is left as it was
+
+
+def test_refine_keeps_one_factor_for_a_shared_constant():
+    shared = fit.SHARED_TERMS["winograd"][0]
+    timings = []
+    for i in range(6):
+        for name, own in (("winograd2", 2.0), ("winograd4", 1.0)):
+            terms = {shared: 1.0 + i, "own": own}
+            timings.append(fit.Timing(name, 2, terms, 1e-3 * (1.0 + i) + 1e-4 * own * (1 + i % 2),
+                                      case=str(i)))
+    constants = {name: {"2": {shared: 2e-3, "own": 1e-4}} for name in ("winograd2", "winograd4")}
+    refined = fit.refine(timings, constants)
+    assert refined["winograd2"]["2"][shared] == refined["winograd4"]["2"][shared]
+
+
 # --------------------------------------------------------------------------- calibrate()
 
 def fake_timing(monkeypatch, favour=None):
@@ -534,16 +565,16 @@ def test_a_fit_whose_picks_regret_more_keeps_the_shipped_set(cache, monkeypatch)
     looks 1000x cheaper: its picks regret more on the calibration's own timings, so the
     stored set is the shipped one at this thread count, and explain says so."""
     fake_timing(monkeypatch)
-    real_fit = fit.fit
+    real_refine = fit.refine
 
-    def spoiled_fit(timings, **kwargs):
-        result = real_fit(timings, **kwargs)
-        for by_threads in result.constants["im2col"].values():
+    def spoiled_fit(timings, constants, **kwargs):
+        result = real_refine(timings, constants, **kwargs)
+        for by_threads in result["im2col"].values():
             for term in by_threads:
                 by_threads[term] *= 1e-3
         return result
 
-    monkeypatch.setattr(fit, "fit", spoiled_fit)
+    monkeypatch.setattr(fit, "refine", spoiled_fit)
     result = convlab.calibrate(budget_s=5, threads=THREADS)
     regret = result.provenance["in_sample_regret"]
     assert regret["shipped"]["geo_mean"] == pytest.approx(1.0)

@@ -345,6 +345,7 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
         if name not in fitted.constants:  # no problem the budget left ran it
             fitted.constants[name] = {str(n_threads): dict(shipped_here[name])}
             fitted.unpinned[name] = {str(n_threads): list(shipped_here[name])}
+    fitted.constants = fit.refine(timings, fitted.constants)
     shipped_margins = dict(shipped.get("selection_margins", {}))
     margins, _ = fit.fit_margins(timings, fitted.constants, list(shipped_margins))
     regret = {"calibrated": fit.regret_summary(timings, fitted.constants, margins),
@@ -352,9 +353,8 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     constants = fitted.constants
     keeps_shipped = _shipped_picks_better(regret["shipped"], regret["calibrated"])
     if keeps_shipped:
-        # The fit minimises the estimates' relative error, not the regret of their picks,
-        # and a short budget leaves noise in it: where the shipped set already picks better
-        # on this machine's own timings, keeping it is the better calibration.
+        # A short budget leaves noise in the fit: where the shipped set already picks
+        # better on this machine's own timings, keeping it is the better calibration.
         constants = {name: {str(n_threads): per_unit}
                      for name, per_unit in shipped_here.items()}
         margins = shipped_margins
