@@ -509,6 +509,32 @@ def test_refine_keeps_one_factor_for_a_shared_constant():
     assert refined["winograd2"]["2"][shared] == refined["winograd4"]["2"][shared]
 
 
+def test_held_out_regret_judges_each_problem_by_constants_fitted_without_it():
+    timings = []
+    for i in range(10):
+        for mode in ("", ":plan"):
+            for name, seconds in (("a", 1.0), ("b", 2.0)):
+                timings.append(fit.Timing(name, 1, {"s": seconds}, seconds,
+                                          case=f"p{i}{mode}"))
+    seen = []
+
+    def fitted_on(subset):
+        seen.append({t.case for t in subset})
+        # a "fit" that gets every problem right that it saw, and the rest wrong
+        return {"a": {"1": {"s": 1.0}}, "b": {"1": {"s": 0.1}}}
+
+    regrets = fit.held_out_regrets(timings, fitted_on)
+    assert len(seen) == fit.HELD_OUT_FOLDS
+    cases = {t.case for t in timings}
+    for train in seen:
+        held_out = cases - train
+        # a problem's one-shot and plan cases are held out together
+        assert {c.split(":")[0] for c in held_out}.isdisjoint({c.split(":")[0] for c in train})
+    assert set(regrets) == cases
+    assert all(value == pytest.approx(2.0) for value in regrets.values())
+    assert fit.summary_of(regrets.values())["geo_mean"] == pytest.approx(2.0)
+
+
 # --------------------------------------------------------------------------- calibrate()
 
 def fake_timing(monkeypatch, favour=None):
@@ -551,7 +577,8 @@ def test_calibrate_writes_a_file_that_selection_then_uses(cache, monkeypatch):
         p for p in design.DESIGN if p.name in provenance["problems"]}
     assert provenance["rounds"] >= 1 and provenance["timings"] > 0
     assert provenance["budget_s"] == 5 and provenance["wall_s"] <= 5
-    assert provenance["in_sample_regret"]["calibrated"]["worst"] == pytest.approx(1.0)
+    assert provenance["regret"]["calibrated"]["worst"] == pytest.approx(1.0)
+    assert provenance["regret"]["calibrated_held_out"]["cases"] > 0
 
     # the in-memory constants and cached choices follow the new file
     assert cost_model.in_force(THREADS).origin == "calibrated"
@@ -576,7 +603,7 @@ def test_a_fit_whose_picks_regret_more_keeps_the_shipped_set(cache, monkeypatch)
 
     monkeypatch.setattr(fit, "refine", spoiled_fit)
     result = convlab.calibrate(budget_s=5, threads=THREADS)
-    regret = result.provenance["in_sample_regret"]
+    regret = result.provenance["regret"]
     assert regret["shipped"]["geo_mean"] == pytest.approx(1.0)
     assert regret["calibrated"]["geo_mean"] > 1.001
     assert result.provenance["kept_shipped_set"] is True
@@ -645,7 +672,8 @@ def test_the_command_line(cache, monkeypatch, capsys):
     monkeypatch.setattr(cli, "_seconds_since_start", lambda: 0.0)
     assert cli.main(["calibrate", "--budget", "5", "--threads", str(THREADS)]) == 0
     out = capsys.readouterr().out
-    assert str(expected_path()) in out and "in-sample regret" in out
+    assert str(expected_path()) in out and "regret with the calibrated constants" in out
+    assert "each problem held out" in out
     assert "constants now in force: calibrated on this machine" in out
     monkeypatch.setattr(cli, "_seconds_since_start", lambda: 3.0)
     assert cli.main(["calibrate", "--budget", "7"]) == 2  # 4 s left: too short

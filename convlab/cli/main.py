@@ -145,14 +145,17 @@ def _calibrate(args) -> int:
         for r in by_threads.values():
             print(f"  {name:10s} {r['timings']:3d} timings, estimate/measured median "
                   f"{r['median_ratio']:.2f}, 10-90% {r['p10_ratio']:.2f}-{r['p90_ratio']:.2f}")
-    for label, regret in provenance["in_sample_regret"].items():
+    labels = {"calibrated": "the calibrated constants (in sample)",
+              "calibrated_held_out": "the calibrated fit, each problem held out of it",
+              "shipped": "the shipped constants"}
+    for label, regret in provenance["regret"].items():
         if regret.get("cases"):
-            print(f"  in-sample regret with the {label} constants: geo-mean "
+            print(f"  regret with {labels.get(label, label)}: geo-mean "
                   f"{regret['geo_mean']:.3f}, worst {regret['worst']:.2f} over "
                   f"{regret['cases']} cases")
     if provenance.get("kept_shipped_set"):
-        print("  the shipped constants' picks regret less on these timings than the fitted "
-              "ones': the shipped set is kept for this machine")
+        print("  the shipped constants' picks regret less on these timings than the fit's "
+              "held out: the shipped set is kept for this machine")
     load, spread = provenance["load_average"][0], provenance["spread"]
     if (load is not None and load > provenance["cores"]) or (spread or 1.0) > BUSY_SPREAD:
         print(f"  warning: the machine was busy (load average {load}, {provenance['cores']} "

@@ -23,6 +23,7 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import nnls
@@ -198,12 +199,7 @@ def regret_summary(timings: Sequence[Timing], constants,
                    margins: Mapping[str, float] | None = None) -> dict[str, float]:
     """Cases, geo-mean and worst regret, and cases within 5% of the fastest, of the picks
     the constants (and margins) make on the timings."""
-    values = list(regrets(timings, estimated(timings, constants), margins).values())
-    if not values:
-        return {"cases": 0}
-    return {"cases": len(values), "geo_mean": round(geo_mean(values), 4),
-            "worst": round(max(values), 4),
-            "within_5_percent": sum(v <= 1.05 for v in values)}
+    return summary_of(regrets(timings, estimated(timings, constants), margins).values())
 
 
 def geo_mean(values: Iterable[float]) -> float:
@@ -302,27 +298,33 @@ def refine(timings: Sequence[Timing], constants,
         for i, t in enumerate(mine):
             if t.contender:
                 cases.setdefault(t.case, []).append(i)
-        case_rows = [np.array(v) for v in cases.values() if len(v) >= 2]
-        if not case_rows:
+        members = [v for v in cases.values() if len(v) >= 2]
+        if not members:
             continue
-        log_regret = [measured[r] - measured[r].min() for r in case_rows]
+        # cases as rows of a padded (cases x most contenders) table of timing indices
+        width = max(map(len, members))
+        index = np.zeros((len(members), width), dtype=int)
+        present = np.zeros((len(members), width), dtype=bool)
+        for row, v in enumerate(members):
+            index[row, :len(v)] = v
+            present[row, :len(v)] = True
+        case_measured = np.where(present, measured[index], np.inf)
+        log_regret = np.where(present, case_measured - case_measured.min(axis=1)[:, None], 0.0)
 
         def objective(u, temperature):
             scale = np.exp(u)
-            est = fixed + b @ scale
-            est = np.maximum(est, 1e-300)
+            est = np.maximum(fixed + b @ scale, 1e-300)
             log_est = np.log(est)
+            # softmax of -log_est / temperature over each case's contenders
+            logits = np.where(present, -log_est[index] / temperature, -np.inf)
+            p = np.exp(logits - logits.max(axis=1)[:, None])
+            p /= p.sum(axis=1)[:, None]
+            value = (p * log_regret).sum(axis=1)
+            regret = float(value.mean())
             g_log_est = np.zeros(len(mine))
-            regret = 0.0
-            for r, lr in zip(case_rows, log_regret):
-                s = -log_est[r] / temperature
-                p = np.exp(s - s.max())
-                p /= p.sum()
-                value = float(p @ lr)
-                regret += value
-                g_log_est[r] += p * (lr - value) * (-1.0 / temperature)
-            regret /= len(case_rows)
-            g_log_est /= len(case_rows)
+            np.add.at(g_log_est, index[present],
+                      (p * (log_regret - value[:, None]) * (-1.0 / temperature))[present]
+                      / len(members))
             diff = log_est - measured
             accuracy = float(weight @ diff ** 2)
             g_log_est += accuracy_weight * 2 * weight * diff
@@ -344,3 +346,38 @@ def refine(timings: Sequence[Timing], constants,
                 if (owner, n) in factor:
                     per_unit[n] = float(f"{per_unit[n] * factor[(owner, n)]:.4g}")
     return refined
+
+
+# Folds of the held-out regret: each problem's timings are judged by constants fitted
+# without them.
+HELD_OUT_FOLDS = 4
+
+
+def held_out_regrets(timings: Sequence[Timing], fitted_on: Callable[[list[Timing]], object],
+                     folds: int = HELD_OUT_FOLDS) -> dict[str, float]:
+    """{case: regret} of each case's pick by constants ``fitted_on`` the timings of the
+    other folds' problems (a problem: a case's name up to its first ":", so that its
+    one-shot and plan cases fall in one fold). In-sample regret flatters a fit, the more
+    so a refined one: it was chosen for those very picks."""
+    problems = sorted({t.case.split(":")[0] for t in timings})
+    fold_of = {name: index % folds for index, name in enumerate(problems)}
+    out: dict[str, float] = {}
+    for fold in range(min(folds, len(problems))):
+        train = [t for t in timings if fold_of[t.case.split(":")[0]] != fold]
+        test = [t for t in timings if fold_of[t.case.split(":")[0]] == fold]
+        if not train or not test:
+            continue
+        constants = fitted_on(train)
+        known = [t for t in test if t.algorithm in constants]
+        out.update(regrets(known, estimated(known, constants)))
+    return out
+
+
+def summary_of(values: Iterable[float]) -> dict[str, float]:
+    """Cases, geo-mean and worst of regrets, and cases within 5% of the fastest."""
+    values = list(values)
+    if not values:
+        return {"cases": 0}
+    return {"cases": len(values), "geo_mean": round(geo_mean(values), 4),
+            "worst": round(max(values), 4),
+            "within_5_percent": sum(v <= 1.05 for v in values)}
