@@ -258,85 +258,13 @@ def refine(timings: Sequence[Timing], constants,
     Zero constants stay zero; a :data:`SHARED_TERMS` constant keeps one factor for its
     family. Returns constants shaped like ``constants``.
     """
-    from scipy.optimize import minimize
-
     refined = {name: {t: dict(v) for t, v in by_threads.items()}
                for name, by_threads in constants.items()}
     timings = [t for t in timings if t.seconds > 0 and t.algorithm in constants]
     for threads in sorted({t.threads for t in timings}):
         mine = [t for t in timings if t.threads == threads]
-        keys: dict[tuple[str, str], int] = {}
-        rows: list[list[tuple[int, float]]] = []
-        fixed = np.zeros(len(mine))
-        for i, t in enumerate(mine):
-            per_unit = constants[t.algorithm].get(str(threads))
-            entries = []
-            if per_unit is None:  # priced by another thread count's set: left as it is
-                fixed[i] = estimated([t], constants)[0]
-                rows.append(entries)
-                continue
-            for n, v in t.terms.items():
-                c = per_unit.get(n, 0.0)
-                if c <= 0 or v == 0:
-                    continue
-                owner = family(t.algorithm) if n in SHARED_TERMS.get(family(t.algorithm), ()) \
-                    else t.algorithm
-                k = keys.setdefault((owner, n), len(keys))
-                entries.append((k, c * v))
-            rows.append(entries)
-        if not keys:
-            continue
-        b = np.zeros((len(mine), len(keys)))
-        for i, entries in enumerate(rows):
-            for k, value in entries:
-                b[i, k] += value
-        measured = np.log([t.seconds for t in mine])
-        group_size = Counter((t.algorithm, t.group) for t in mine)
-        weight = np.array([1.0 / group_size[(t.algorithm, t.group)] for t in mine])
-        weight /= weight.sum()
-        cases: dict[str, list[int]] = {}
-        for i, t in enumerate(mine):
-            if t.contender:
-                cases.setdefault(t.case, []).append(i)
-        members = [v for v in cases.values() if len(v) >= 2]
-        if not members:
-            continue
-        # cases as rows of a padded (cases x most contenders) table of timing indices
-        width = max(map(len, members))
-        index = np.zeros((len(members), width), dtype=int)
-        present = np.zeros((len(members), width), dtype=bool)
-        for row, v in enumerate(members):
-            index[row, :len(v)] = v
-            present[row, :len(v)] = True
-        case_measured = np.where(present, measured[index], np.inf)
-        log_regret = np.where(present, case_measured - case_measured.min(axis=1)[:, None], 0.0)
-
-        def objective(u, temperature):
-            scale = np.exp(u)
-            est = np.maximum(fixed + b @ scale, 1e-300)
-            log_est = np.log(est)
-            # softmax of -log_est / temperature over each case's contenders
-            logits = np.where(present, -log_est[index] / temperature, -np.inf)
-            p = np.exp(logits - logits.max(axis=1)[:, None])
-            p /= p.sum(axis=1)[:, None]
-            value = (p * log_regret).sum(axis=1)
-            regret = float(value.mean())
-            g_log_est = np.zeros(len(mine))
-            np.add.at(g_log_est, index[present],
-                      (p * (log_regret - value[:, None]) * (-1.0 / temperature))[present]
-                      / len(members))
-            diff = log_est - measured
-            accuracy = float(weight @ diff ** 2)
-            g_log_est += accuracy_weight * 2 * weight * diff
-            prior = float(u @ u) / len(u)
-            grad = scale * ((g_log_est / est) @ b) + prior_weight * 2 * u / len(u)
-            return regret + accuracy_weight * accuracy + prior_weight * prior, grad
-
-        u = np.zeros(len(keys))
-        for temperature in temperatures:
-            u = minimize(objective, u, args=(temperature,), jac=True, method="L-BFGS-B",
-                         options={"maxiter": 500}).x
-        factor = {key: float(np.exp(u[k])) for key, k in keys.items()}
+        factor = _refine_factors(mine, constants, threads, temperatures,
+                                 accuracy_weight, prior_weight)
         for name, by_threads in refined.items():
             if str(threads) not in by_threads:
                 continue
@@ -346,6 +274,86 @@ def refine(timings: Sequence[Timing], constants,
                 if (owner, n) in factor:
                     per_unit[n] = float(f"{per_unit[n] * factor[(owner, n)]:.4g}")
     return refined
+
+
+def _refine_factors(mine: Sequence[Timing], constants, threads: int,
+                    temperatures: Sequence[float], accuracy_weight: float,
+                    prior_weight: float) -> dict[tuple[str, str], float]:
+    """:func:`refine` at one thread count: {(algorithm or family, term): factor}."""
+    from scipy.optimize import minimize
+
+    keys: dict[tuple[str, str], int] = {}
+    rows: list[list[tuple[int, float]]] = []
+    fixed = np.zeros(len(mine))
+    for i, t in enumerate(mine):
+        per_unit = constants[t.algorithm].get(str(threads))
+        entries = []
+        if per_unit is None:  # priced by another thread count's set: left as it is
+            fixed[i] = estimated([t], constants)[0]
+            rows.append(entries)
+            continue
+        for n, v in t.terms.items():
+            c = per_unit.get(n, 0.0)
+            if c <= 0 or v == 0:
+                continue
+            owner = family(t.algorithm) if n in SHARED_TERMS.get(family(t.algorithm), ()) \
+                else t.algorithm
+            k = keys.setdefault((owner, n), len(keys))
+            entries.append((k, c * v))
+        rows.append(entries)
+    if not keys:
+        return {}
+    b = np.zeros((len(mine), len(keys)))
+    for i, entries in enumerate(rows):
+        for k, value in entries:
+            b[i, k] += value
+    measured = np.log([t.seconds for t in mine])
+    group_size = Counter((t.algorithm, t.group) for t in mine)
+    weight = np.array([1.0 / group_size[(t.algorithm, t.group)] for t in mine])
+    weight /= weight.sum()
+    cases: dict[str, list[int]] = {}
+    for i, t in enumerate(mine):
+        if t.contender:
+            cases.setdefault(t.case, []).append(i)
+    members = [v for v in cases.values() if len(v) >= 2]
+    if not members:
+        return {}
+    # cases as rows of a padded (cases x most contenders) table of timing indices
+    width = max(map(len, members))
+    index = np.zeros((len(members), width), dtype=int)
+    present = np.zeros((len(members), width), dtype=bool)
+    for row, v in enumerate(members):
+        index[row, :len(v)] = v
+        present[row, :len(v)] = True
+    case_measured = np.where(present, measured[index], np.inf)
+    log_regret = np.where(present, case_measured - case_measured.min(axis=1)[:, None], 0.0)
+
+    def objective(u, temperature):
+        scale = np.exp(u)
+        est = np.maximum(fixed + b @ scale, 1e-300)
+        log_est = np.log(est)
+        # softmax of -log_est / temperature over each case's contenders
+        logits = np.where(present, -log_est[index] / temperature, -np.inf)
+        p = np.exp(logits - logits.max(axis=1)[:, None])
+        p /= p.sum(axis=1)[:, None]
+        value = (p * log_regret).sum(axis=1)
+        regret = float(value.mean())
+        g_log_est = np.zeros(len(mine))
+        np.add.at(g_log_est, index[present],
+                  (p * (log_regret - value[:, None]) * (-1.0 / temperature))[present]
+                  / len(members))
+        diff = log_est - measured
+        accuracy = float(weight @ diff ** 2)
+        g_log_est += accuracy_weight * 2 * weight * diff
+        prior = float(u @ u) / len(u)
+        grad = scale * ((g_log_est / est) @ b) + prior_weight * 2 * u / len(u)
+        return regret + accuracy_weight * accuracy + prior_weight * prior, grad
+
+    u = np.zeros(len(keys))
+    for temperature in temperatures:
+        u = minimize(objective, u, args=(temperature,), jac=True, method="L-BFGS-B",
+                     options={"maxiter": 500}).x
+    return {key: float(np.exp(u[k])) for key, k in keys.items()}
 
 
 # Folds of the held-out regret: each problem's timings are judged by constants fitted
