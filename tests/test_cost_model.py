@@ -179,3 +179,29 @@ def test_stored_margins_are_fractions_of_known_algorithms():
         assert 0 <= margin < 1, (name, margin)
         assert cost_model.selection_margin(name) == margin
     assert cost_model.selection_margin("no-such-algorithm") == 0.0
+
+
+@pytest.mark.parametrize("input_shape, kernel, pads, strides, dilations", [
+    ((14, 14), (27, 27), (13, 13), (1, 1), (1, 1)),
+    ((9, 11), (3, 5), (0, 0), (1, 1), (1, 1)),
+    ((20, 17), (5, 3), (4, 1), (2, 3), (2, 1)),
+    ((6, 6, 6), (7, 7, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1)),
+])
+def test_direct_counts_the_depthwise_taps_that_land_in_src(input_shape, kernel, pads, strides,
+                                                          dilations):
+    """The share of (pixel, tap) pairs inside src, against counting them one by one."""
+    from convlab.strategies import direct
+    channels = 8
+    problem = convlab.make_problem((1, *input_shape, channels), np.float32,
+                                   (*kernel, 1, channels), np.float32, groups=channels,
+                                   strides=strides, dilations=dilations, pads_begin=pads,
+                                   pads_end=pads)
+    inside = total = 0
+    for pixel in np.ndindex(*problem.output_shape):
+        for tap in np.ndindex(*kernel):
+            total += 1
+            inside += all(0 <= o * s - p + k * d < n for o, s, p, k, d, n in zip(
+                pixel, strides, pads, tap, dilations, input_shape))
+    assert direct.visited_tap_fraction(problem) == pytest.approx(inside / total)
+    terms, details = direct.cost_terms(problem, 1)
+    assert details["visited_taps"] == pytest.approx(inside / total, abs=1e-4)

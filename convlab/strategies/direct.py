@@ -190,8 +190,14 @@ def cost_terms(problem, threads) -> dict:
     # the kernel starts no more threads than it has work items
     threads = max(1, min(threads, cut["items"]))
     if is_depthwise(problem):
+        # the depthwise kernel multiplies only the taps that land in src (its tap box);
+        # its inner loops stay counted over every tap. On the heavily padded large-kernel
+        # layers that prices direct at 0.5-1.3x its time, where multiply-adds counted over
+        # every tap priced it 2x too slow and "auto" ran fft, 1.4x slower
+        # (bench/results/large_kernel_2026-11-26_epyc-zen4-avx2_shipped_s9.txt)
+        visited = visited_tap_fraction(problem)
         vectors = _direct.padded_channels(problem.groups, itemsize) // lanes
-        padded_flops = problem.flops * vectors * lanes / problem.groups
+        padded_flops = problem.flops * vectors * lanes / problem.groups * visited
         loops = problem.batch * problem.output_size * problem.kernel_size * vectors
         flops_term = "depthwise_flops"
     else:
@@ -222,8 +228,26 @@ def cost_terms(problem, threads) -> dict:
     terms[flops_term] = padded_flops / threads
     # 1x1 runs take the flattened-pixel path, whose rate differs from the windowed one
     terms["pointwise_flops"] = terms["dense_flops"] if problem.kernel_size == 1 else 0.0
-    return terms, {"threads": threads, "isa": cut["isa"], "work_items": cut["items"],
-                   "channel_vectors": vectors}
+    details = {"threads": threads, "isa": cut["isa"], "work_items": cut["items"],
+               "channel_vectors": vectors}
+    if is_depthwise(problem):
+        details["visited_taps"] = round(visited, 4)
+    return terms, details
+
+
+def visited_tap_fraction(problem) -> float:
+    """The share of (output pixel, tap) pairs whose tap lands in src rather than in the
+    padding: per axis, the in-bounds taps summed over the outputs, over O * K; the product
+    over the axes (the in-bounds taps of a pixel form a box). A 27x27 kernel with 'same'
+    pads on a 14x14 image: 0.27."""
+    fraction = 1.0
+    for axis in range(problem.rank):
+        first = (np.arange(problem.output_shape[axis]) * problem.strides[axis]
+                 - problem.pads_begin[axis])
+        taps = first[:, None] + np.arange(problem.kernel_shape[axis]) * problem.dilations[axis]
+        inside = (taps >= 0) & (taps < problem.input_shape[axis])
+        fraction *= float(inside.mean())
+    return fraction
 
 
 def _cost(problem, threads):
