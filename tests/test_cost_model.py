@@ -138,6 +138,49 @@ def test_direct_prepares_depthwise_weights_from_the_callers_layout(rng, channels
     np.testing.assert_array_equal(weights, before)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("groups, oc, in_place", [(2, 64, True), (4, 64, True), (2, 36, False)])
+def test_direct_one_shot_reads_grouped_weights_in_place(rng, groups, oc, in_place, dtype):
+    """Grouped XIO weights whose OC/G fills whole vectors are (G, taps x ICg rows, OC/G)
+    with rows OC apart: a one-shot call's kernel reads them where they are, while a plan
+    keeps a group-major copy of its own. Results match the reference either way."""
+    if in_place and (oc // groups) % (64 // np.dtype(dtype).itemsize):
+        pytest.skip("OC/G does not fill whole vectors of this dtype")
+    attributes = dict(groups=groups, pads_begin=1, pads_end=1, dilations=(2, 1))
+    src, weights, bias = random_tensors(
+        rng, batch=2, in_channels=4 * groups, out_channels=oc, groups=groups,
+        input_shape=(9, 7), kernel_shape=(3, 3), dtype=dtype, data_format="NXC",
+        weights_format="XIO", bias=True)
+    before = weights.copy()
+    problem = problem_of(src, weights, bias, attributes)
+    direct = registry.get_algorithm("direct")
+    once = direct.prepare(problem, weights, once=True)
+    kept = direct.prepare(problem, weights)
+    assert np.shares_memory(once.array, weights) == in_place
+    assert not np.shares_memory(kept.array, weights)
+    got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
+    assert_matches_reference(got, src, weights, bias, attributes, "direct")
+    plan = convlab.Convolution(weights, bias, algorithm="direct", **attributes)
+    weights[...] = 0
+    np.testing.assert_array_equal(plan(src), got)
+    weights[...] = before
+
+
+def test_direct_kernel_reads_rows_one_stride_apart_and_refuses_others():
+    from convlab.strategies.kernels import _direct
+    src = np.ones((1, 1, 4, 4, 4), np.float32)
+    dst = np.zeros((1, 1, 2, 2, 16), np.float32)
+    geometry = ((1, 1, 1), (1, 1, 1), (0, 0, 0), 1)
+    # every other input channel of 8: rows 32 elements apart, uniformly
+    spaced = np.ones((1, 1, 3, 3, 8, 16), np.float32)[:, :, :, :, ::2, :]
+    _direct.conv_direct(src, spaced, None, dst, *geometry)
+    assert (dst == 36).all()  # 3x3 taps x 4 input channels of ones
+    # three of four kernel columns: a gap after every third tap's rows
+    gappy = np.ones((1, 1, 3, 4, 4, 16), np.float32)[:, :, :, :3]
+    with pytest.raises(ValueError, match="rows one stride apart"):
+        _direct.conv_direct(src, gappy, None, dst, *geometry)
+
+
 def _with_margins(monkeypatch, margins):
     stored = dict(cost_model.fitted(), selection_margins=margins)
     monkeypatch.setattr(cost_model, "fitted", lambda threads=None: stored)

@@ -159,6 +159,30 @@ def test_an_algorithm_error_reaches_the_caller():
             convlab.convolve(np.ones((1, 3, 1)), np.ones((1, 1, 1)), algorithm=name)
 
 
+@MUTATES_REGISTRY
+def test_one_shot_calls_prepare_once_and_plans_keep_prepare_weights():
+    """A one-shot call takes ``prepare_once`` (whose result may read the caller's array);
+    a plan takes ``prepare_weights`` on its own copy, and later edits of the caller's
+    weights do not reach it."""
+    seen = []
+
+    def run(problem, src, weights, bias, dst, threads):
+        hook, w = weights
+        seen.append(hook)
+        run_reference(problem, src, w, bias, dst, threads)
+
+    src, weights = np.ones((1, 5, 2)), np.ones((3, 2, 4))
+    with temporary_algorithm(run, prepare_weights=lambda p, w: ("kept", np.array(w)),
+                             prepare_once=lambda p, w: ("once", w)) as name:
+        once = convlab.convolve(src, weights, algorithm=name)
+        plan = convlab.Convolution(weights, algorithm=name)
+        weights[...] = 0
+        np.testing.assert_array_equal(plan(src), once)
+        assert seen == ["once", "kept"]
+        np.testing.assert_array_equal(convlab.convolve(src, weights, algorithm=name), 0)
+        assert seen[-1] == "once"
+
+
 # ---------------------------------------------------------------------------- select / explain
 
 SELECT_PROBLEMS = {

@@ -95,12 +95,17 @@ class Algorithm:
     relative_error: None | float | Callable[[Problem], float] = None
     fuse_post_ops: Callable[[Problem, bool], bool] | None = None
     weight_views: bool = False
+    # Weights for one call only (a one-shot ``convolve``), which may go on reading the
+    # caller's array; None: ``prepare_weights``, whose result a plan keeps.
+    prepare_once: Callable[[Problem, Any], Any] | None = None
 
-    def prepare(self, problem: Problem, weights) -> Any:
-        """``prepare_weights`` on the caller's weights (validated, in their own layout),
-        turned canonical as the hook's contract says: C-contiguous, or a view with
-        ``weight_views``."""
-        return self.prepare_weights(problem, params.canonical_weights(
+    def prepare(self, problem: Problem, weights, once: bool = False) -> Any:
+        """``prepare_weights`` (``prepare_once`` where ``once`` and there is one) on the
+        caller's weights (validated, in their own layout), turned canonical as the hook's
+        contract says: C-contiguous, or a view with ``weight_views``."""
+        hook = self.prepare_once if once and self.prepare_once is not None \
+            else self.prepare_weights
+        return hook(problem, params.canonical_weights(
             weights, problem, contiguous=not self.weight_views))
 
     def auto_for(self, problem: Problem) -> bool:
@@ -188,7 +193,8 @@ def generation() -> int:
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
                        auto=True, description: str = "",
                        relative_error=None, fuse_post_ops=None, weight_views: bool = False,
-                       replace: bool = False, registry: Registry | None = None):
+                       prepare_once=None, replace: bool = False,
+                       registry: Registry | None = None):
     """Add an algorithm to the registry (of forward convolution, unless ``registry``
     names another: :data:`TRANSPOSED`, :data:`INT8`).
 
@@ -216,7 +222,8 @@ def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_w
                              prepare_weights=prepare_weights or keep_weights, auto=auto,
                              description=description or (run.__doc__ or "").strip()
                              .split("\n")[0], relative_error=relative_error,
-                             fuse_post_ops=fuse_post_ops, weight_views=weight_views), replace)
+                             fuse_post_ops=fuse_post_ops, weight_views=weight_views,
+                             prepare_once=prepare_once), replace)
         return run
 
     return decorator

@@ -156,7 +156,7 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
 
     def prepared_for(algorithm):
         if algorithm.name not in prepared_by_name:
-            prepared_by_name[algorithm.name] = algorithm.prepare(problem, weights)
+            prepared_by_name[algorithm.name] = algorithm.prepare(problem, weights, once=True)
         return prepared_by_name[algorithm.name]
 
     chosen = resolve_for_call(algorithm, problem, n_threads, parsed_precision, src,

@@ -87,7 +87,7 @@ def weight_preparation(problem: ConvProblem, chosen: Algorithm) -> Callable[[np.
     layer the general route (a transpose, a contiguity check, the hook) took about a tenth
     of a decided call. Anything else takes :meth:`Algorithm.prepare`."""
     def general(weights):
-        return chosen.prepare(problem, params.aligned(weights))
+        return chosen.prepare(problem, params.aligned(weights), once=True)
 
     if (chosen.prepare_weights is not keep_weights or problem.groups != 1
             or problem.weights_format != "XIO"):

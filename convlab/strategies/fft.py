@@ -551,6 +551,13 @@ def prepare_weights(problem, weights) -> FFTWeights:
     return FFTWeights(problem, np.array(by_tap, dtype=problem.dtype, order="C", copy=True))
 
 
+def weights_for_one_call(problem, weights) -> FFTWeights:
+    """``prepare_weights`` without the copy: a one-shot call's weights stay unchanged
+    while it runs (on wav2vec 2.0's 19 MB the copy took 7.5 ms)."""
+    return FFTWeights(problem, np.moveaxis(np.asarray(weights, dtype=problem.dtype), 0,
+                                           problem.rank))
+
+
 # --------------------------------------------------------------------------- tiles
 
 @dataclass(frozen=True)
@@ -999,12 +1006,11 @@ def relative_error(problem) -> float:
 
 
 @register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
+                    prepare_once=weights_for_one_call,
                     relative_error=relative_error, weight_views=True, auto=auto_contender,
                     description="pocketfft transforms of overlap-save tiles x complex GEMM "
                                 "over channels; any rank, all attributes (strides decimate)")
 def run_fft(problem, src, weights, bias, dst, threads):
     if not isinstance(weights, FFTWeights):
-        # a one-shot call: its weights outlive the call unchanged, so no copy
-        weights = FFTWeights(problem, np.moveaxis(np.asarray(weights, dtype=problem.dtype), 0,
-                                                  problem.rank))
+        weights = weights_for_one_call(problem, weights)
     run_prepared(problem, src, weights, bias, dst, threads)

@@ -33,6 +33,7 @@ cdef extern from "direct_microkernel.h" nogil:
         Py_ssize_t N, ID, IH, IW, IC
         Py_ssize_t OD, OH, OW, OC
         Py_ssize_t G, KD, KH, KW, ICg, OCg, OCgp
+        Py_ssize_t w_row, w_group
         Py_ssize_t sd, sh, sw, dd, dh, dw, pd, ph, pw
         int depthwise
         Py_ssize_t cshift
@@ -339,7 +340,30 @@ cdef int _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, 
     return 0
 
 
-def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] weights,
+def _weight_rows(shape, strides, Py_ssize_t itemsize):
+    """(row, group) strides in elements of dense weights (G, KD, KH, KW, ICg, OCgp) whose
+    (tap, input channel) rows lie one positive stride apart, at least OCgp elements, as in
+    packed weights and grouped views of XIO weights; a ValueError otherwise."""
+    row, inner = shape[5], 1
+    for axis in (4, 3, 2, 1):
+        if shape[axis] > 1:
+            row = strides[axis] // itemsize // inner
+            break
+        inner *= shape[axis]
+    expected = row
+    for axis in (4, 3, 2, 1):
+        if shape[axis] > 1 and strides[axis] != expected * itemsize:
+            raise ValueError(f"weights have strides {tuple(strides[:6])}; expected their "
+                             f"(tap, input channel) rows one stride apart")
+        expected *= shape[axis]
+    group = strides[0] // itemsize if shape[0] > 1 else 0
+    if row < shape[5] or group < 0 or strides[0] % itemsize:
+        raise ValueError(f"weights have strides {tuple(strides[:6])}; expected rows of at "
+                         f"least {shape[5]} elements, groups at positive strides")
+    return row, group
+
+
+def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, :] weights,
                 const real[:, ::1] bias, real[:, :, :, :, ::1] dst,
                 strides, dilations, pads_begin, int threads, Epilogue epilogue=None):
     """Dense or grouped convolution.
@@ -370,6 +394,10 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, ::1] 
         raise ValueError(f"weights' last axis is {g.OCgp}; expected OCg={g.OCg} padded to "
                          f"{padded_channels(g.OCg, sizeof(real))} (see prepare_weights)")
     _check_extents(&g)
+    if g.OCgp > 1 and weights.strides[5] != sizeof(real):
+        raise ValueError(f"weights' last axis has stride {weights.strides[5]}; expected "
+                         f"{sizeof(real)} (contiguous channels)")
+    g.w_row, g.w_group = _weight_rows(weights.shape, weights.strides, sizeof(real))
     if bias is None:
         bias = _np.zeros((g.G, g.OCgp), dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.G or bias.shape[1] != g.OCgp:

@@ -32,6 +32,10 @@ typedef struct {
     ptrdiff_t N, ID, IH, IW, IC;
     ptrdiff_t OD, OH, OW, OC;
     ptrdiff_t G, KD, KH, KW, ICg, OCg, OCgp;   /* OCgp: padded last weight axis (Gp if depthwise) */
+    /* dense: elements between consecutive (tap, input channel) rows of the weights, and
+     * between groups: OCgp and taps * ICg * OCgp for packed weights; OC and OCg for a
+     * grouped view of XIO weights whose OC/G fills whole vectors (no copy per call) */
+    ptrdiff_t w_row, w_group;
     ptrdiff_t sd, sh, sw, dd, dh, dw, pd, ph, pw;
     int depthwise;
     /* planned */
@@ -58,8 +62,8 @@ typedef struct {
     /* Dense: when wpack_elems > 0, each thread copies a pass's weights for its channel
      * chunk (every tap, icb channels, J vectors) into its own wpack_elems elements at
      * wpack (64-byte aligned, set by the caller) before the pass's pixel blocks read
-     * them. In place, consecutive input channels of a pass lie OCgp elements apart; with
-     * OCgp a multiple of 256 (1 KiB of float32) their lines crowd a few L1 sets, so every
+     * them. In place, consecutive input channels of a pass lie w_row elements apart; with
+     * w_row a multiple of 256 (1 KiB of float32) their lines crowd a few L1 sets, so every
      * pixel block re-fetched them (perf on ResNet-50 res5a_branch2c: the weight loads
      * held a quarter of the kernel's samples). */
     ptrdiff_t wpack_elems;
