@@ -25,6 +25,7 @@ from convlab.ops._convolve import check_out, execute, execute_quantized, explain
 from convlab.ops._decided import kernel_only, run_decided
 from convlab.problem import params
 from convlab.problem.params import ConvProblem, IntOrSeq
+from convlab.runtime import _buffers as buffers
 from convlab.runtime.threads import effective_threads
 
 
@@ -199,7 +200,9 @@ class Convolution:
             src = np.zeros(src.shape, src.dtype)
         src_canonical = params.canonical_src(src, problem)
         bias = params.canonical_bias(self._bias, problem)
-        scratch = np.empty(problem.canonical_dst_shape, problem.dtype)
+        # allocated as the calls' dst is (a cache line start from 1 MiB, where the direct
+        # kernel may stream its stores), or the timings would not describe the calls
+        scratch = buffers.empty(problem.canonical_dst_shape, problem.dtype)
         prepared_before = set(self._prepared)
 
         def prepare(name):
