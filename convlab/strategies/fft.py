@@ -54,7 +54,8 @@ caller's array the registry hands it (a nearly contiguous read in the XIO layout
 transform shape's weight
 spectrum is computed by the first run that needs it and kept with the prepared weights
 (the registry's hook knows neither the src extents, which decide the tile, nor the thread
-count), so a plan transforms its weights once per tile shape.
+count), so a plan transforms its weights once per tile shape. A one-shot call's weights
+(``prepare_once``) wrap the caller's view instead of a copy.
 
 Selection: the cost hook counts the transforms, the contraction, the weight spectrum read
 per block, the copies, tiles and blocks, and the weights' transform (which a plan pays
@@ -66,8 +67,10 @@ Threads: where the contraction is the broadcast product and there are several gr
 pool, the tasks shared by the threads. Otherwise the transforms run on pocketfft's threads
 (``workers=threads``), the contraction on this module's pool, the BLAS at one thread
 meanwhile, and the gathers and crops on the calling thread; nothing runs wide at the same
-time. The tile shape, blocks, group slices and the frequency chunks the threads share do
-not depend on ``threads``, so every thread count gives the same result, bit for bit.
+time. The weights' transform runs in chunks of filters, one thread each (see
+:func:`weight_spectrum`). The tile shape, blocks, group slices, weight chunks and the
+frequency chunks the threads share do not depend on ``threads``, so every thread count
+gives the same result, bit for bit.
 
 Buffers: a block's input tiles, their spectrum, the output spectrum and output tiles
 live in the buffer im2col keeps per thread between calls (within the same workspace
