@@ -366,7 +366,8 @@ def test_contenders_are_timed_into_a_dst_allocated_as_the_calls_dst(rng, clock, 
 
     src = np.zeros((1, 128, 128, 1), np.float32)
     weights = np.zeros((1, 1, 1, 16), np.float32)
-    assert 128 * 128 * 16 * 4 >= buffers.ALIGN_FROM_BYTES
+    dst_bytes = 128 * 128 * 16 * 4
+    assert dst_bytes >= buffers.ALIGN_FROM_BYTES
     estimate = lambda problem, threads: convlab.Estimate(1e-9, {})  # noqa: E731
     with temporary_algorithm(run, cost=estimate) as first, \
             temporary_algorithm(run, cost=estimate) as second:
