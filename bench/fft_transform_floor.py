@@ -36,6 +36,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import convlab  # noqa: E402
+from convlab.cli._bench_results import geo_mean  # noqa: E402
 from convlab.problem import shapes  # noqa: E402
 from convlab.runtime import cpu  # noqa: E402
 from convlab.strategies import fft, fft_transforms  # noqa: E402
@@ -178,10 +179,6 @@ def timed(layer, threads: int, rounds: int) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in times.items()}
 
 
-def geo(values) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -214,8 +211,9 @@ def main():
                      f"{ratios['plan'][-1]:9.2f}  {shape}")
         print(lines[-1], flush=True)
     lines.append(f"geo-mean over {len(ratios['fft'])} layers: best/fft "
-                 f"{geo(ratios['fft']):.2f}x, best/one-shot floor {geo(ratios['floor']):.2f}x, "
-                 f"best/plan floor {geo(ratios['plan']):.2f}x")
+                 f"{geo_mean(ratios['fft']):.2f}x, best/one-shot floor "
+                 f"{geo_mean(ratios['floor']):.2f}x, "
+                 f"best/plan floor {geo_mean(ratios['plan']):.2f}x")
     text = "\n".join(lines) + "\n"
     print(lines[-1])
     tag = cpu.cpu_slug()

@@ -105,30 +105,27 @@ def prepare_weights(problem, weights, one_shot: bool = False) -> PreparedWeights
         # Already in the kernel's layout (the canonical one, whole vectors of channels):
         # a one-shot call then skips copying the weights, which on weight-heavy layers
         # costs about as much as a tenth of the convolution.
-        weights = np.asarray(weights, dtype=problem.dtype)
-        if not (one_shot and _rows_one_stride_apart(weights)):
+        weights = np.asarray(weights, dtype=problem.dtype).reshape(g, *kernel, icg, padded)
+        if not (one_shot and _kernel_reads_in_place(weights)):
             weights = np.ascontiguousarray(weights)
-        return PreparedWeights(False, weights.reshape(g, *kernel, icg, padded))
+        return PreparedWeights(False, weights)
     # a view where the canonical layout allows (pack_dense takes any strides)
     by_tap = np.asarray(weights, dtype=problem.dtype).reshape(g, -1, ocg)
     packed = specialized(_direct.pack_dense, by_tap.dtype)(by_tap, padded)
     return PreparedWeights(False, packed.reshape(g, *kernel, icg, padded))
 
 
-def _rows_one_stride_apart(weights: np.ndarray) -> bool:
-    """Whether canonical (G, K..., ICg, OCg) weights are (G, rows, OCg) with contiguous
-    rows one stride apart (what the kernel reads in place; _direct.conv_direct): a grouped
-    view of XIO weights is, at a row stride of OC. Copying it into group-major order
-    (ResNeXt-like and grouped dilated layers, 0.8 MB) cost a one-shot call 40-60 us, and the
-    kernel then ran 80 us slower on the freshly written weights (2 threads, AMD EPYC)."""
-    if weights.strides[-1] != weights.itemsize:
-        return False
+def _kernel_reads_in_place(weights: np.ndarray) -> bool:
+    """Whether the kernel reads these (G, KD, KH, KW, ICg, OCg) weights where they lie
+    (_direct.weight_row_strides): a grouped view of XIO weights does, its rows OC apart.
+    Copying it into group-major order (ResNeXt-like and grouped dilated layers, 0.8 MB)
+    cost a one-shot call 40-60 us, and the kernel then ran 80 us slower on the freshly
+    written weights (2 threads, AMD EPYC)."""
     try:
-        rows = np.reshape(weights, (weights.shape[0], -1, weights.shape[-1]), copy=False)
+        _direct.weight_row_strides(weights.shape, weights.strides, weights.itemsize)
     except ValueError:
         return False
-    return ((rows.shape[1] < 2 or rows.strides[1] >= rows.shape[2] * rows.itemsize)
-            and (rows.shape[0] < 2 or rows.strides[0] >= 0))
+    return True
 
 
 def _padded_bias(problem, bias, prepared):
@@ -217,11 +214,13 @@ def cost_terms(problem, threads) -> dict:
         # every tap priced it 2x too slow and "auto" ran fft, 1.4x slower
         # (bench/results/large_kernel_2026-11-26_epyc-zen4-avx2_shipped_s9.txt)
         visited = visited_tap_fraction(problem)
+        shown = {"visited_taps": round(visited, 4)}
         vectors = _direct.padded_channels(problem.groups, itemsize) // lanes
         padded_flops = problem.flops * vectors * lanes / problem.groups * visited
         loops = problem.batch * problem.output_size * problem.kernel_size * vectors
         flops_term = "depthwise_flops"
     else:
+        shown = {}
         vectors = _direct.padded_channels(problem.out_channels_per_group, itemsize) // lanes
         padded_flops = problem.flops * vectors * lanes / problem.out_channels_per_group
         loops = problem.batch * problem.output_size * runs_per_pixel * problem.groups * vectors
@@ -249,11 +248,8 @@ def cost_terms(problem, threads) -> dict:
     terms[flops_term] = padded_flops / threads
     # 1x1 runs take the flattened-pixel path, whose rate differs from the windowed one
     terms["pointwise_flops"] = terms["dense_flops"] if problem.kernel_size == 1 else 0.0
-    details = {"threads": threads, "isa": cut["isa"], "work_items": cut["items"],
-               "channel_vectors": vectors}
-    if is_depthwise(problem):
-        details["visited_taps"] = round(visited, 4)
-    return terms, details
+    return terms, {"threads": threads, "isa": cut["isa"], "work_items": cut["items"],
+                   "channel_vectors": vectors, **shown}
 
 
 def visited_tap_fraction(problem) -> float:

@@ -340,16 +340,17 @@ cdef int _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, 
     return 0
 
 
-def _weight_rows(shape, strides, Py_ssize_t itemsize):
-    """(row, group) strides in elements of dense weights (G, KD, KH, KW, ICg, OCgp) whose
-    (tap, input channel) rows lie one positive stride apart, at least OCgp elements, as in
-    packed weights and grouped views of XIO weights; a ValueError otherwise."""
-    row, inner = shape[5], 1
-    for axis in (4, 3, 2, 1):
-        if shape[axis] > 1:
-            row = strides[axis] // itemsize // inner
-            break
-        inner *= shape[axis]
+def weight_row_strides(shape, strides, Py_ssize_t itemsize):
+    """(row, group) strides in elements of dense weights (G, KD, KH, KW, ICg, OCgp) as
+    conv_direct reads them: contiguous channels, (tap, input channel) rows one positive
+    stride apart and at least OCgp elements, as in packed weights and grouped views of XIO
+    weights; a ValueError otherwise (prepare_weights then copies)."""
+    if shape[5] > 1 and strides[5] != itemsize:
+        raise ValueError(f"weights' last axis has stride {strides[5]}; expected {itemsize} "
+                         f"(contiguous channels)")
+    # the innermost row axis longer than one sets the stride; every other one must follow
+    row = next((strides[axis] // itemsize for axis in (4, 3, 2, 1) if shape[axis] > 1),
+               shape[5])
     expected = row
     for axis in (4, 3, 2, 1):
         if shape[axis] > 1 and strides[axis] != expected * itemsize:
@@ -394,10 +395,7 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, :] we
         raise ValueError(f"weights' last axis is {g.OCgp}; expected OCg={g.OCg} padded to "
                          f"{padded_channels(g.OCg, sizeof(real))} (see prepare_weights)")
     _check_extents(&g)
-    if g.OCgp > 1 and weights.strides[5] != sizeof(real):
-        raise ValueError(f"weights' last axis has stride {weights.strides[5]}; expected "
-                         f"{sizeof(real)} (contiguous channels)")
-    g.w_row, g.w_group = _weight_rows(weights.shape, weights.strides, sizeof(real))
+    g.w_row, g.w_group = weight_row_strides(weights.shape, weights.strides, sizeof(real))
     if bias is None:
         bias = _np.zeros((g.G, g.OCgp), dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.G or bias.shape[1] != g.OCgp:
