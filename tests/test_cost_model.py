@@ -129,13 +129,7 @@ def test_direct_prepares_depthwise_weights_from_the_callers_layout(rng, channels
     lanes = 64 // np.dtype(dtype).itemsize
     in_place = weights_format == "XIO" and channels % lanes == 0
     assert np.shares_memory(prepared.array, weights) == in_place
-    got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
-    assert_matches_reference(got, src, weights, bias, attributes, "direct")
-    plan = convlab.Convolution(weights, bias, algorithm="direct", **attributes)
-    weights[...] = 0
-    np.testing.assert_array_equal(plan(src), got)
-    weights[...] = before
-    np.testing.assert_array_equal(weights, before)
+    _check_direct_call_and_plan(src, weights, bias, attributes, before)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -158,8 +152,15 @@ def test_direct_one_shot_reads_grouped_weights_in_place(rng, groups, oc, in_plac
     kept = direct.prepare(problem, weights)
     assert np.shares_memory(once.array, weights) == in_place
     assert not np.shares_memory(kept.array, weights)
+    _check_direct_call_and_plan(src, weights, bias, attributes, before)
+
+
+def _check_direct_call_and_plan(src, weights, bias, attributes, before):
+    """A one-shot direct call matches the reference and leaves the weights as they were;
+    a plan keeps its own weights, so zeroing the caller's afterwards changes nothing."""
     got = convlab.convolve(src, weights, bias, algorithm="direct", **attributes)
     assert_matches_reference(got, src, weights, bias, attributes, "direct")
+    np.testing.assert_array_equal(weights, before)
     plan = convlab.Convolution(weights, bias, algorithm="direct", **attributes)
     weights[...] = 0
     np.testing.assert_array_equal(plan(src), got)
