@@ -1,5 +1,6 @@
 """The bench harness (convlab.cli.benchmark): what it times and reports, not how fast."""
 import csv
+import threading
 import time
 
 import pytest
@@ -36,6 +37,38 @@ def test_time_rotation_times_every_call_once_per_round_in_varying_order():
 def test_time_rotation_takes_more_rounds_to_fill_min_seconds():
     times = timing.time_rotation([lambda: None], repeats=1, pause=0, min_seconds=1e-3)
     assert len(times[0]) > 1
+
+
+def _spin_for(seconds: float) -> threading.Thread:
+    def spin():
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    return thread
+
+
+def test_settle_waits_out_a_spinning_thread_and_no_longer():
+    spinner = _spin_for(0.3)
+    start = time.perf_counter()
+    timing.settle(0.01)
+    waited = time.perf_counter() - start
+    spinner.join()
+    assert 0.25 < waited < 0.3 + timing.MAX_SETTLE_SECONDS
+    start = time.perf_counter()
+    timing.settle(0.01)  # nothing spins now
+    assert time.perf_counter() - start < 0.2
+
+
+def test_settle_without_quiet_only_pauses():
+    spinner = _spin_for(0.3)
+    start = time.perf_counter()
+    timing.settle(0.01, quiet=False)
+    waited = time.perf_counter() - start
+    spinner.join()
+    assert waited < 0.2
 
 
 def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():

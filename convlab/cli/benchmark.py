@@ -55,7 +55,7 @@ from convlab.cli._bench_tables import (
     write_csv,
 )
 from convlab.runtime.threads import available_cores
-from convlab.runtime.timing import IDLE_SECONDS, time_block, time_rotation
+from convlab.runtime.timing import settle, time_block, time_rotation
 
 # --------------------------------------------------------------------------- peers
 
@@ -213,7 +213,7 @@ def convlab_contender(name, layer, src, weights, threads) -> Contender:
     if is_plan(name):
         plan = convlab.Convolution(weights, threads=threads,
                                    algorithm="auto" if name == "plan" else algorithm, **kwargs)
-        time.sleep(IDLE_SECONDS)  # as before a block: no other pool spinning
+        settle()  # as before a block: no other pool spinning
         start = time.perf_counter()
         plan(src)
         first_call = time.perf_counter() - start

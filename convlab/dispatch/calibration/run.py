@@ -46,7 +46,8 @@ MIN_BUDGET_SECONDS = 5.0
 MIN_ROUNDS = 3
 MAX_ROUNDS = 40
 # Idle time before each block, so that the previous block's OpenMP and BLAS workers stop
-# spinning (timing.IDLE_SECONDS is the bench's; here all contenders are convlab's own).
+# spinning (timing.IDLE_SECONDS is the bench's; here all contenders are convlab's own,
+# whose pools stop within it, so the blocks do not wait for quiet: see timing.settle).
 PAUSE_SECONDS = 0.02
 # Timed calls per block: as many rounds of the problem's contenders as take about this.
 BLOCK_SECONDS = 0.02
@@ -102,7 +103,7 @@ def time_block(contenders: list[Contender], seed: int) -> list[float]:
     of each one's timed calls."""
     from convlab.runtime.timing import time_rotation
 
-    times = time_rotation([c.call for c in contenders], 1, pause=PAUSE_SECONDS,
+    times = time_rotation([c.call for c in contenders], 1, pause=PAUSE_SECONDS, quiet=False,
                           min_seconds=BLOCK_SECONDS, seed=seed)
     return [statistics.median(t) for t in times]
 
