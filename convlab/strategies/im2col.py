@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -143,17 +143,22 @@ _cache = threading.local()
 def thread_workspace(elements: int, dtype: np.dtype) -> np.ndarray:
     """A buffer of `elements` of `dtype` from the one this Python thread keeps between
     calls (grown when too small, replaced when above the workspace limit)."""
-    nbytes = elements * dtype.itemsize
     buffer = getattr(_cache, "buffer", None)
+    if buffer is not None and buffer.nbytes <= _workspace_limit:
+        last = _cache.last
+        if last.size == elements and last.dtype == dtype:
+            return last  # the same view as the last call's (small layers, every call)
+    nbytes = elements * dtype.itemsize
     if buffer is None or buffer.nbytes < nbytes or buffer.nbytes > _workspace_limit:
-        _cache.buffer = None  # drop the old buffer first: never two at once
+        _cache.buffer = _cache.last = None  # drop the old buffer first: never two at once
         buffer = _cache.buffer = np.empty(nbytes, np.uint8)
-    return buffer[:nbytes].view(dtype)
+    _cache.last = buffer[:nbytes].view(dtype)
+    return _cache.last
 
 
 def release_workspace() -> None:
     """Free the panel buffer this Python thread keeps between calls."""
-    _cache.buffer = None
+    _cache.buffer = _cache.last = None
 
 
 # --------------------------------------------------------------------------- planning
@@ -611,16 +616,14 @@ def _fuses_post_ops(problem, seeds_sum) -> bool:
                     description="unfold into column panels (bounded workspace) x BLAS GEMM; "
                                 "1x1 as plain GEMM; any rank, all attributes")
 def run_im2col(problem, src, weights, bias, dst, threads, epilogue=None):
-    kernel = _kernel()
     launch = _launch(problem, threads, _workspace_limit, _forced_mode)
     p = launch.plan
     work = thread_workspace(p.work_elements, problem.dtype)
     changed, effective = _set_blas_threads(p.threads if p.mode == MODE_BLAS else 1)
     omp_threads = p.threads if effective or p.mode == MODE_BLAS else 1
     try:
-        specialized(kernel.conv_im2col, problem.dtype)(
-            src.reshape(-1), weights.reshape(-1), bias, dst.reshape(-1), work,
-            *launch.arguments, omp_threads, epilogue, p.tap_slabs)
+        launch.kernel(src.reshape(-1), weights.reshape(-1), bias, dst.reshape(-1), work,
+                      *launch.arguments, omp_threads, epilogue, p.tap_slabs)
     finally:
         _restore_blas_threads(changed)
     last_run.clear()
@@ -637,6 +640,7 @@ def forget_plans() -> None:
 @dataclass(frozen=True)
 class _Launch:
     plan: Plan
+    kernel: Callable  # conv_im2col for the problem's dtype
     arguments: tuple  # the kernel's geometry and plan arguments, in its order
     info: dict        # what last_run reports
 
@@ -650,7 +654,8 @@ def _launch(problem, threads: int, limit_bytes: int, forced_mode) -> _Launch:
                  problem.strides, problem.dilations, problem.pads_begin, problem.batch,
                  problem.in_channels, problem.out_channels, problem.groups, p.path, p.mode,
                  p.rows, p.groups_per_task, p.oc_blocks, p.cols_per_block, p.work_per_thread)
-    return _Launch(p, arguments, p.describe(problem.dtype.itemsize))
+    return _Launch(p, specialized(_kernel().conv_im2col, problem.dtype), arguments,
+                   p.describe(problem.dtype.itemsize))
 
 
 def unfold(problem, src, group: int = 0, rows=None, cols=None) -> np.ndarray:

@@ -310,6 +310,14 @@ cdef int _check_extents(const cl_geom *g) except -1:
     return 0
 
 
+cdef inline void _run_item(cl_geom *g, const real *sp, const real *wp, const real *bp,
+                           real *dp, Py_ssize_t item, int thread) noexcept nogil:
+    if real is float:
+        cl_item_f32(g, sp, wp, bp, dp, item, thread)
+    else:
+        cl_item_f64(g, sp, wp, bp, dp, item, thread)
+
+
 cdef int _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, real *dp,
                     int threads) except -1 nogil:
     """Cut the call into work items (``cl_plan``) and run them on up to ``threads`` threads.
@@ -329,11 +337,14 @@ cdef int _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, 
                 raise MemoryError("direct: no memory for the per-thread weight copies")
         g.wpack = <void*>((<size_t>pack_mem + LINE_BYTES - 1) // LINE_BYTES * LINE_BYTES)
     try:
-        for item in prange(nitems, num_threads=nthreads, schedule="static"):
-            if real is float:
-                cl_item_f32(g, sp, wp, bp, dp, item, omp_get_thread_num())
-            else:
-                cl_item_f64(g, sp, wp, bp, dp, item, omp_get_thread_num())
+        if nthreads == 1:
+            # No OpenMP region: even a team of one ends in a barrier whose futex wake is a
+            # system call, about a microsecond on a small layer.
+            for item in range(nitems):
+                _run_item(g, sp, wp, bp, dp, item, 0)
+        else:
+            for item in prange(nitems, num_threads=nthreads, schedule="static"):
+                _run_item(g, sp, wp, bp, dp, item, omp_get_thread_num())
     finally:
         free(pack_mem)
         g.wpack = NULL

@@ -462,6 +462,20 @@ cdef inline Py_ssize_t split_point(Py_ssize_t extent, Py_ssize_t part, Py_ssize_
     return extent if at > extent else at
 
 
+cdef inline void numbered_row_task(const real* src, const real* w, const real* bias,
+                                   real* dst, const Geom* g, int path, Py_ssize_t task,
+                                   Py_ssize_t n_gblocks, Py_ssize_t rows_per_chunk,
+                                   Py_ssize_t groups_per_task, Py_ssize_t cols_per_block,
+                                   real* buf, Py_ssize_t* scratch,
+                                   const cl_epilogue* e) noexcept nogil:
+    """ROWS mode's task number ``task``: a chunk of rows for a block of groups."""
+    cdef Py_ssize_t ci = task // n_gblocks
+    cdef Py_ssize_t g0 = (task - ci * n_gblocks) * groups_per_task
+    cdef Py_ssize_t m0 = ci * rows_per_chunk
+    row_task(src, w, bias, dst, g, path, m0, min(g.M, m0 + rows_per_chunk), g0,
+             min(g.G, g0 + groups_per_task), cols_per_block, buf, scratch, e)
+
+
 def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bias,
                 real[::1] dst, real[::1] work, tuple in_shape, tuple out_shape, tuple kernel,
                 tuple strides, tuple dilations, tuple pads_begin, Py_ssize_t batch,
@@ -506,7 +520,7 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
     cdef real *wk = NULL
     cdef real *buf
     cdef Py_ssize_t *tscratch
-    cdef Py_ssize_t n_chunks, n_gblocks, task, ci, gb, m0, m1, g0, g1, rows, um0, um1
+    cdef Py_ssize_t n_chunks, n_gblocks, task, ci, m0, m1, rows, um0, um1
     cdef Py_ssize_t n0, n1, gi, jb, je, ld, cu, part, ob
     cdef real *cp
     cdef const real *w_blk
@@ -516,7 +530,7 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
     # Assigned inside the parallel blocks (so thread-private there); set here so that the
     # copies OpenMP makes on entry are initialised.
     buf, tscratch = NULL, NULL
-    ci = gb = m0 = m1 = g0 = g1 = rows = um0 = um1 = n0 = n1 = gi = jb = je = ld = ob = 0
+    ci = m0 = m1 = rows = um0 = um1 = n0 = n1 = gi = jb = je = ld = ob = 0
     cp, w_blk = NULL, NULL
     if bias is not None:
         bp = &bias[0]
@@ -546,19 +560,23 @@ def conv_im2col(const real[::1] src, const real[::1] weights, const real[::1] bi
         n_chunks = (g.M + rows_per_chunk - 1) // rows_per_chunk
         if mode == C_MODE_ROWS:
             n_gblocks = (g.G + groups_per_task - 1) // groups_per_task
-            with nogil, parallel(num_threads=threads):
-                tid = omp_get_thread_num()
-                buf = wk + tid * work_per_thread if wk != NULL else NULL
-                tscratch = scratch + scratch_step * tid
-                for task in prange(n_chunks * n_gblocks, schedule="dynamic"):
-                    ci = task // n_gblocks
-                    gb = task - ci * n_gblocks
-                    m0 = ci * rows_per_chunk
-                    m1 = min(g.M, m0 + rows_per_chunk)
-                    g0 = gb * groups_per_task
-                    g1 = min(g.G, g0 + groups_per_task)
-                    row_task(sp, wp, bp, dp, &g, path, m0, m1, g0, g1, cols_per_block, buf,
-                             tscratch, ep)
+            if threads == 1:
+                # No OpenMP region: even a team of one ends in a barrier whose futex wake
+                # is a system call, a tenth of a small layer's kernel time.
+                with nogil:
+                    for task in range(n_chunks * n_gblocks):
+                        numbered_row_task(sp, wp, bp, dp, &g, path, task, n_gblocks,
+                                          rows_per_chunk, groups_per_task, cols_per_block, wk,
+                                          scratch, ep)
+            else:
+                with nogil, parallel(num_threads=threads):
+                    tid = omp_get_thread_num()
+                    buf = wk + tid * work_per_thread if wk != NULL else NULL
+                    tscratch = scratch + scratch_step * tid
+                    for task in prange(n_chunks * n_gblocks, schedule="dynamic"):
+                        numbered_row_task(sp, wp, bp, dp, &g, path, task, n_gblocks,
+                                          rows_per_chunk, groups_per_task, cols_per_block, buf,
+                                          tscratch, ep)
         elif mode == C_MODE_COLS:
             with nogil, parallel(num_threads=threads):
                 tid = omp_get_thread_num()
