@@ -339,7 +339,7 @@ cdef int _run_items(cl_geom *g, const real *sp, const real *wp, const real *bp, 
     try:
         if nthreads == 1:
             # No OpenMP region: even a team of one ends in a barrier whose futex wake is a
-            # system call, about a microsecond on a small layer.
+            # system call (see conv_im2col's row mode).
             for item in range(nitems):
                 _run_item(g, sp, wp, bp, dp, item, 0)
         else:
