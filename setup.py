@@ -73,7 +73,7 @@ if use_openmp:
     compile_args.append("-fopenmp")
     link_args.append("-fopenmp")
 
-kernel_names = ["_epilogue", "_direct", "_runtime", "_winograd", "_im2col", "_int8"]
+kernel_names = ["_epilogue", "_direct", "_runtime", "_winograd", "_im2col", "_int8", "_fft"]
 extensions = [
     Extension(
         f"convlab.strategies.kernels.{name}",

@@ -42,7 +42,8 @@ from convlab.dispatch.registry import Estimate
 from convlab.runtime import cpu
 
 # Terms a plan pays once, when it prepares the weights, rather than on every call.
-PREPARATION_TERMS = ("weight_pack_bytes", "weight_transform_flops", "weight_transform_flops_3d")
+PREPARATION_TERMS = ("weight_pack_bytes", "weight_transform_flops", "weight_transform_flops_3d",
+                     "lane_weight_transform_flops")
 
 # How describe_constants shows a long fitting command.
 SHOWN_COMMAND_CHARS = 100

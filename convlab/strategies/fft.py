@@ -28,6 +28,12 @@ The steps, for a block of tiles (spatial tile x image pairs) and a chunk of grou
 The transforms are :mod:`convlab.strategies.fft_transforms`' (ducc0 where installed,
 else SciPy's pocketfft), every pass writing into the block's workspace buffers.
 
+Two pipelines run these steps. Problems with one input channel per group in float32 at
+stride 1 (depthwise layers of at least 8 channels, banks of at least 8 filters on one
+channel) run :mod:`convlab.strategies.fft_compiled`: the whole pipeline in C, with
+transforms of its own that handle 16 channels at once, one call per layer. Every other
+problem runs the pipeline this module describes, driven from Python.
+
 Tiles (overlap-save, as ``scipy.signal.oaconvolve`` overlaps): a tile of To outputs per
 axis reads (To - 1) * S + Ke inputs (Ke = (K - 1) * D + 1, the stretched kernel); the
 transform length L >= that is a fast size (``scipy.fft.next_fast_len``), and the circular
@@ -93,7 +99,8 @@ import scipy.fft as sfft
 from convlab.dispatch import cost_model
 from convlab.dispatch.registry import get_algorithm, register_algorithm
 from convlab.runtime.threads import available_cores, blas_limit
-from convlab.strategies import fft_transforms, im2col
+from convlab.strategies import fft_compiled, fft_transforms, im2col
+from convlab.strategies.fft_geometry import stretched_kernel, whole_axis_length
 
 # --------------------------------------------------------------------------- constants
 
@@ -191,11 +198,6 @@ def _reference_parallelism() -> int:
 
 # --------------------------------------------------------------------------- geometry
 
-def stretched_kernel(problem) -> tuple[int, ...]:
-    """Ke per axis: the dilated kernel's extent, (K - 1) * D + 1."""
-    return tuple((k - 1) * d + 1 for k, d in zip(problem.kernel_shape, problem.dilations))
-
-
 def spectrum_shape(fft_shape) -> tuple[int, ...]:
     """Frequencies per axis of a real transform of ``fft_shape`` (the last axis halved)."""
     return tuple(fft_shape[:-1]) + (fft_shape[-1] // 2 + 1,)
@@ -243,23 +245,6 @@ def tile_bytes_per_group(problem, fft_shape) -> int:
     itemsize = problem.dtype.itemsize
     icg, ocg = problem.in_channels_per_group, problem.out_channels_per_group
     return itemsize * (points * (icg + ocg) + 2 * freqs * (icg + ocg))
-
-
-def whole_axis_length(problem, axis: int) -> int:
-    """The shortest transform length that holds every output of ``axis`` in one tile.
-
-    The tile reads padded positions [0, (O - 1) * S + Ke), of which only [A, B) hold src
-    (A = max(P_b, 0), B = min(P_b + I, (O - 1) * S + Ke)). The circular correlation of
-    length L is exact at the kept positions q * S < L as long as no src position aliases
-    onto another tap's: L >= max(B, (O - 1) * S + Ke - A). So the padding saves length: a
-    14x14 image under a 27x27 kernel with 'same' pads needs 27, not 40.
-    """
-    extent = stretched_kernel(problem)[axis]
-    span = (problem.output_shape[axis] - 1) * problem.strides[axis] + extent
-    begin = max(problem.pads_begin[axis], 0)
-    end = min(problem.pads_begin[axis] + problem.input_shape[axis], span)
-    # the kept positions themselves must fit in the tile
-    return max(end, span - begin, (problem.output_shape[axis] - 1) * problem.strides[axis] + 1)
 
 
 def _axis_candidates(problem, axis: int, most: int) -> list[tuple[int, int]]:
@@ -438,11 +423,13 @@ class FFTWeights:
     A spectrum is (F, G, ICg, OCg) complex, conjugated and scaled by 1 / prod(L), so that
     the inverse transform needs no scaling."""
 
-    __slots__ = ("problem", "by_tap", "_spectra", "_lock", "transforms")
+    __slots__ = ("problem", "by_tap", "_spectra", "_lock", "transforms", "one_call")
 
-    def __init__(self, problem, by_tap: np.ndarray):
+    def __init__(self, problem, by_tap: np.ndarray, one_call: bool = False):
         self.problem = problem
         self.by_tap = by_tap
+        # a one-shot call's: its compiled spectra may live in a buffer the next call reuses
+        self.one_call = one_call
         self._spectra: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.transforms = 0  # how many spectra were computed (for tests)
@@ -461,6 +448,22 @@ class FFTWeights:
                 self._spectra.popitem(last=False)
             return spectrum
 
+
+    def lane_spectrum(self, t: fft_compiled.LaneTiling, threads: int) -> np.ndarray:
+        """The compiled pipeline's spectra for tiling ``t`` (kept like the others)."""
+        key = ("compiled", t.mode, t.fft_shape)
+        with self._lock:
+            found = self._spectra.get(key)
+            if found is not None:
+                self._spectra.move_to_end(key)
+                return found
+            spectrum = fft_compiled.spectra(self.problem, self.canonical, t, threads,
+                                            keep=not self.one_call)
+            self._spectra[key] = spectrum
+            self.transforms += 1
+            while len(self._spectra) > MAX_KEPT_SPECTRA:
+                self._spectra.popitem(last=False)
+            return spectrum
 
     @property
     def canonical(self) -> np.ndarray:
@@ -558,7 +561,7 @@ def prepare_weights(problem, weights) -> FFTWeights:
 def weights_for_one_call(problem, weights) -> FFTWeights:
     """``prepare_weights`` without the copy: a one-shot call's weights stay unchanged
     while it runs (on wav2vec 2.0's 19 MB the copy took 7.5 ms)."""
-    return FFTWeights(problem, _by_tap(problem, weights))
+    return FFTWeights(problem, _by_tap(problem, weights), one_call=True)
 
 
 def _by_tap(problem, weights) -> np.ndarray:
@@ -748,15 +751,21 @@ def _exact_fallback(problem):
 def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     """Compute ``dst``; returns "fft", or the exact algorithm that recomputed a result
     holding Inf or NaN."""
-    t = tiling(problem)
-    spectrum = prepared.spectrum(t.fft_shape, threads)
-    # Inf and NaN spread over whole tiles, with warnings; a result holding them is
-    # recomputed exactly below
-    with np.errstate(invalid="ignore", over="ignore"):
-        block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
+    compiled = fft_compiled.tiling(problem)
+    if compiled is not None:
+        spectrum = prepared.lane_spectrum(compiled, threads)
+        fft_compiled.run(problem, src, spectrum, bias, dst, threads, compiled)
+        info = dict(compiled.describe(), fallback=None, backend="fft_lanes")
+    else:
+        t = tiling(problem)
+        spectrum = prepared.spectrum(t.fft_shape, threads)
+        # Inf and NaN spread over whole tiles, with warnings; a result holding them is
+        # recomputed exactly below
+        with np.errstate(invalid="ignore", over="ignore"):
+            block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
+        info = dict(t.describe(), blocks=block_count, fallback=None,
+                    backend=fft_transforms.BACKEND)
     _fill_padding_only(problem, dst, bias)
-    info = dict(t.describe(), blocks=block_count, fallback=None,
-                backend=fft_transforms.BACKEND)
     if not _all_finite(dst):
         exact = _exact_fallback(problem)
         canonical = np.ascontiguousarray(prepared.canonical)
@@ -973,6 +982,9 @@ def cost_terms(problem, threads) -> tuple:
     gathers, crops and per-block calls on one, except where group tasks share them out
     (:func:`_group_tasks`): then the copies, tiles and tasks (counted as blocks) are
     divided among the threads too."""
+    compiled = fft_compiled.tiling(problem)
+    if compiled is not None:
+        return _compiled_cost_terms(problem, threads, compiled)
     t = tiling(problem)
     counts = work_counts(problem, t)
     gemm = t.contraction == "gemm"
@@ -997,11 +1009,42 @@ def cost_terms(problem, threads) -> tuple:
         "blocks": counts["blocks"] / serial,
         # a plan transforms its weights once (cost_model.PREPARATION_TERMS)
         "weight_transform_flops": counts["weight_fft_flops"] / threads,
+        **dict.fromkeys(COMPILED_TERMS, 0.0),
     }
     details = dict(t.describe(), threads=threads, group_tasks=0 if split is None
                    else len(split[0]), float32_relative_error=relative_error(problem),
                    transforms=fft_transforms.BACKEND)
     return terms, details
+
+
+# The compiled pipeline's terms (fft_compiled.work_counts); zero on the Python pipeline's
+# problems, as the Python pipeline's terms are on the compiled one's.
+COMPILED_TERMS = ("lane_transform_flops", "lane_points", "lane_tasks",
+                  "lane_weight_transform_flops")
+
+
+def _compiled_cost_terms(problem, threads, t: fft_compiled.LaneTiling) -> tuple:
+    """The compiled pipeline's work, shared by at most as many threads as it has tasks."""
+    counts = fft_compiled.work_counts(problem, t)
+    share = float(max(1, min(threads, counts["lane_tasks"])))
+    weight_share = float(max(1, min(threads, fft_compiled.weight_tasks(problem))))
+    terms = dict.fromkeys(PYTHON_TERMS, 0.0)
+    terms.update(call=1.0,
+                 lane_transform_flops=counts["lane_transform_flops"] / share,
+                 lane_points=counts["lane_points"] / share,
+                 lane_tasks=counts["lane_tasks"] / share,
+                 # a plan transforms its weights once (cost_model.PREPARATION_TERMS)
+                 lane_weight_transform_flops=counts["lane_weight_transform_flops"]
+                 / weight_share)
+    details = dict(t.describe(), threads=threads,
+                   float32_relative_error=relative_error(problem))
+    return terms, details
+
+
+# The Python pipeline's terms (cost_terms), zero on the compiled pipeline's problems.
+PYTHON_TERMS = ("forward_fft_flops", "inverse_fft_flops", "transform_points", "gemm_flops",
+                "broadcast_flops", "spectrum_stream_bytes", "gemm_calls", "copy_bytes",
+                "tiles", "blocks", "weight_transform_flops")
 
 
 def _cost(problem, threads):
@@ -1016,8 +1059,9 @@ def relative_error(problem) -> float:
 @register_algorithm("fft", supports=_supports, cost=_cost, prepare_weights=prepare_weights,
                     prepare_once=weights_for_one_call,
                     relative_error=relative_error, weight_views=True, auto=auto_contender,
-                    description="pocketfft transforms of overlap-save tiles x complex GEMM "
-                                "over channels; any rank, all attributes (strides decimate)")
+                    description="transforms of overlap-save tiles x complex GEMM over "
+                                "channels (compiled for one input channel per group); any "
+                                "rank, all attributes (strides decimate)")
 def run_fft(problem, src, weights, bias, dst, threads):
     if not isinstance(weights, FFTWeights):
         weights = weights_for_one_call(problem, weights)

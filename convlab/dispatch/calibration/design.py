@@ -131,6 +131,13 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "per channel)"),
     DesignProblem("grouped_4x4_3d", "g6mb2ic24oc24_id12kd3pd1",
                   "fft broadcast_flops in 3-D, two images a block"),
+    DesignProblem("depthwise_27x27_wide", "g128mb1ic128ih14oc128oh14kh27ph13",
+                  "fft's compiled pipeline with many tasks: lane_transform_flops, "
+                  "lane_points, lane_weight_transform_flops; direct depthwise_flops",
+                  plan=True),
+    DesignProblem("bank_1d_251", "mb1ic1iw2048oc64kw251pw0",
+                  "fft's compiled pipeline on a bank of 1-D filters: several tiles a "
+                  "task, lane_tasks; direct and im2col on one input channel"),
     # --- extra: common network shapes, when the budget allows -------------------------
     DesignProblem("reduce_1x1_56", "mb1ic256ih56oc64oh56kh1ph0",
                   "1x1 reducing 256 channels to 64", EXTRA),

@@ -1,0 +1,245 @@
+# cython: language_level=3
+"""The fft strategy's compiled tile pipeline (fft_tiles.h) for one input channel per group,
+float32, stride 1: the transforms (fft_lanes.h, eight at once across vector lanes), the
+products with the kernels' spectra and the crops, all without the GIL.
+
+Two kinds of problem, each with its own spectrum layout:
+
+* depthwise (one output per group): the spectra are (ceil(G / 16), 4, N, 8) floats,
+  P and Q (real and imaginary parts) of each pair of 8-channel halves;
+* banks (several outputs per group): (G, ceil(OCg / 16), 2, N, 8) floats, V of each pair
+  of 8-output halves.
+
+N is the points of one tile's transform. ``geometry`` is a tuple of ints: batch, groups,
+OCg, then per axis (three, leading ones for lower ranks) the input and output extents,
+the begin pad, the kernel extent, the dilation, the transform length, the outputs per tile
+and the tiles.
+"""
+from libc.stdint cimport uintptr_t
+
+import numpy as np
+
+from convlab.strategies.kernels.isa_level cimport CL_X86_DISPATCH, cl_isa_in_effect, cl_isa_set_cap
+
+
+cdef extern from "fft_lanes.h" nogil:
+    int FL_LANES
+    ctypedef struct fl_plan:
+        int n
+    int fl_plan_init(fl_plan *p, int n)
+    void fl_plan_free(fl_plan *p)
+    int fl_fast_length(int n)
+    void fl_fft(const fl_plan *p, float *re, float *im, int inverse, float *work)
+
+
+cdef extern from "fft_tiles.h" nogil:
+    ctypedef struct ft_geometry:
+        Py_ssize_t batch, groups, ocg
+        Py_ssize_t in_shape[3]
+        Py_ssize_t out_shape[3]
+        Py_ssize_t pads_begin[3]
+        Py_ssize_t kernel[3]
+        Py_ssize_t dilation[3]
+        Py_ssize_t extent[3]
+        Py_ssize_t L[3]
+        Py_ssize_t to[3]
+        Py_ssize_t tiles[3]
+        Py_ssize_t w_group, w_out
+        Py_ssize_t w_tap[3]
+    Py_ssize_t ft_scratch_floats(const ft_geometry *g)
+    void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const float *src,
+                          const float *spectra, const float *bias, float *dst,
+                          float *scratch, Py_ssize_t scratch_stride, int threads)
+    void ft_run_bank(const ft_geometry *g, const fl_plan *plans, const float *src,
+                     const float *spectra, const float *bias, float *dst,
+                     Py_ssize_t ob_step, float *scratch, Py_ssize_t scratch_stride,
+                     int threads)
+    void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const float *w,
+                        int depthwise, float *out, float *scratch,
+                        Py_ssize_t scratch_stride, int threads)
+
+
+LANES = FL_LANES
+"""Transforms per vector of lanes; two real signals share a lane."""
+MAX_LENGTH = 4096
+"""The longest transform along one axis."""
+GEOMETRY_FIELDS = 3 + 3 * 8
+
+BUILT_ISA_LEVELS = {"fft_tiles": tuple([0, 1, 2] if CL_X86_DISPATCH else [0])}
+
+
+def isa_levels():
+    """The level (0 baseline, 1 AVX2, 2 AVX-512) each part of this module runs at now."""
+    return {"fft_tiles": cl_isa_in_effect}
+
+
+def _set_isa_cap(int level):
+    """Run at most ``level`` from now on (convlab.runtime.cpu calls it); returns the level in
+    effect."""
+    return cl_isa_set_cap(level)
+
+
+from convlab.runtime import cpu as _cpu
+_cpu.follow_cap(__name__, _set_isa_cap)
+
+
+def fast_length(int n):
+    """The smallest length >= n of the form 2^a 3^b 5^c, or -1 above MAX_LENGTH."""
+    return fl_fast_length(n)
+
+
+cdef class _Plans:
+    """The three axes' transform plans of one geometry."""
+    cdef fl_plan plans[3]
+    cdef int made
+
+    def __cinit__(self, lengths):
+        self.made = 0
+        for axis in range(3):
+            if fl_plan_init(&self.plans[axis], int(lengths[axis])) != 0:
+                raise ValueError(f"transform length {lengths[axis]} is not 2^a 3^b 5^c "
+                                 f"up to {MAX_LENGTH}")
+            self.made += 1
+
+    def __dealloc__(self):
+        for axis in range(self.made):
+            fl_plan_free(&self.plans[axis])
+
+
+def plans(lengths):
+    """The transform plans for one tile shape (three lengths), to pass to the runs."""
+    return _Plans(tuple(lengths))
+
+
+cdef ft_geometry _geometry(tuple geometry) except *:
+    if len(geometry) != GEOMETRY_FIELDS:
+        raise ValueError(f"geometry: expected {GEOMETRY_FIELDS} ints, got {len(geometry)}")
+    cdef ft_geometry g
+    cdef int axis
+    cdef Py_ssize_t at
+    values = [int(v) for v in geometry]
+    g.batch = values[0]
+    g.groups = values[1]
+    g.ocg = values[2]
+    for axis in range(3):
+        at = 3 + 8 * axis
+        g.in_shape[axis] = values[at]
+        g.out_shape[axis] = values[at + 1]
+        g.pads_begin[axis] = values[at + 2]
+        g.kernel[axis] = values[at + 3]
+        g.dilation[axis] = values[at + 4]
+        g.L[axis] = values[at + 5]
+        g.to[axis] = values[at + 6]
+        g.tiles[axis] = values[at + 7]
+        g.extent[axis] = (g.kernel[axis] - 1) * g.dilation[axis] + 1
+        g.w_tap[axis] = 0
+    g.w_group = g.w_out = 0
+    return g
+
+
+def scratch_floats(tuple geometry):
+    """Floats of one thread's scratch (its stride in the scratch buffer is this rounded up
+    to a cache line)."""
+    cdef ft_geometry g = _geometry(geometry)
+    return int(ft_scratch_floats(&g))
+
+
+def scratch_stride(tuple geometry):
+    """Floats between two threads' scratch: one thread's, rounded up to 64 bytes."""
+    return (scratch_floats(geometry) + 15) // 16 * 16
+
+
+cdef float *_aligned(float[::1] scratch, Py_ssize_t need) except NULL:
+    cdef uintptr_t address = <uintptr_t>&scratch[0]
+    cdef Py_ssize_t skip = <Py_ssize_t>((64 - address % 64) % 64) // sizeof(float)
+    if scratch.shape[0] < need + skip:
+        raise ValueError(f"scratch: {scratch.shape[0]} floats, need {need + skip}")
+    return &scratch[0] + skip
+
+
+def spectrum_floats(tuple geometry, bint depthwise):
+    """Floats of the spectra of every group."""
+    cdef ft_geometry g = _geometry(geometry)
+    cdef Py_ssize_t n = g.L[0] * g.L[1] * g.L[2] * FL_LANES
+    if depthwise:
+        return int((g.groups + 2 * FL_LANES - 1) // (2 * FL_LANES) * 4 * n)
+    return int(g.groups * ((g.ocg + 2 * FL_LANES - 1) // (2 * FL_LANES)) * 2 * n)
+
+
+def spectra(tuple geometry, _Plans plans, const float[:, :, :, :, :] weights,
+            bint depthwise, float[::1] out, float[::1] scratch, int threads):
+    """``out`` = the kernels' spectra (layout in the module docstring); ``weights`` are the
+    canonical ones as (G, K0, K1, K2, OCg), any strides (a view of the caller's)."""
+    cdef ft_geometry g = _geometry(geometry)
+    cdef int axis
+    expected = (g.groups, g.kernel[0], g.kernel[1], g.kernel[2], g.ocg)
+    shape = tuple([weights.shape[axis] for axis in range(5)])
+    if shape != expected:
+        raise ValueError(f"weights: shape {shape}, expected {expected}")
+    for axis in range(5):
+        if weights.strides[axis] < 0 or weights.strides[axis] % sizeof(float):
+            raise ValueError("weights: strides must be non-negative multiples of 4 bytes")
+    g.w_group = weights.strides[0] // sizeof(float)
+    for axis in range(3):
+        g.w_tap[axis] = weights.strides[1 + axis] // sizeof(float)
+    g.w_out = weights.strides[4] // sizeof(float)
+    if out.shape[0] < spectrum_floats(geometry, depthwise):
+        raise ValueError("out: too small for the spectra")
+    cdef Py_ssize_t stride = scratch_stride(geometry)
+    threads = max(1, threads)
+    cdef float *base = _aligned(scratch, stride * threads)
+    with nogil:
+        ft_run_spectra(&g, plans.plans, &weights[0, 0, 0, 0, 0], depthwise, &out[0], base,
+                       stride, threads)
+
+
+def run(tuple geometry, _Plans plans, const float[::1] src, const float[::1] spectra,
+        bias, float[::1] dst, bint depthwise, Py_ssize_t out_blocks_per_task,
+        float[::1] scratch, int threads):
+    """``dst`` (N, O..., G * OCg) = the correlation of ``src`` (N, I..., G) with the
+    kernels whose ``spectra`` are given, plus ``bias`` (G * OCg floats, or None); all
+    C-contiguous float32, flattened. Bank tasks take ``out_blocks_per_task`` blocks of 16
+    outputs each."""
+    cdef ft_geometry g = _geometry(geometry)
+    cdef Py_ssize_t in_points = g.in_shape[0] * g.in_shape[1] * g.in_shape[2]
+    cdef Py_ssize_t out_points = g.out_shape[0] * g.out_shape[1] * g.out_shape[2]
+    if src.shape[0] != g.batch * in_points * g.groups:
+        raise ValueError("src: size does not match the geometry")
+    if dst.shape[0] != g.batch * out_points * g.groups * g.ocg:
+        raise ValueError("dst: size does not match the geometry")
+    if spectra.shape[0] < spectrum_floats(geometry, depthwise):
+        raise ValueError("spectra: too small for the geometry")
+    cdef const float[::1] bias_view
+    cdef const float *bias_ptr = NULL
+    if bias is not None:
+        bias_view = bias
+        if bias_view.shape[0] != g.groups * g.ocg:
+            raise ValueError("bias: one value per output channel expected")
+        bias_ptr = &bias_view[0]
+    cdef Py_ssize_t stride = scratch_stride(geometry)
+    threads = max(1, threads)
+    cdef float *base = _aligned(scratch, stride * threads)
+    with nogil:
+        if depthwise:
+            ft_run_depthwise(&g, plans.plans, &src[0], &spectra[0], bias_ptr, &dst[0], base,
+                             stride, threads)
+        else:
+            ft_run_bank(&g, plans.plans, &src[0], &spectra[0], bias_ptr, &dst[0],
+                        out_blocks_per_task, base, stride, threads)
+
+
+def lane_transform(float[:, ::1] re, float[:, ::1] im, bint inverse):
+    """The unscaled transforms of the 8 lanes of (n, 8) ``re`` + i ``im``, in place (for
+    tests and the notebook)."""
+    if re.shape[1] != FL_LANES or im.shape[0] != re.shape[0] or im.shape[1] != FL_LANES:
+        raise ValueError(f"re and im: expected two (n, {FL_LANES}) arrays")
+    cdef fl_plan plan
+    if fl_plan_init(&plan, <int>re.shape[0]) != 0:
+        raise ValueError(f"length {re.shape[0]} is not 2^a 3^b 5^c up to {MAX_LENGTH}")
+    work = np.empty(2 * re.shape[0] * FL_LANES, np.float32)
+    cdef float[::1] w = work
+    try:
+        with nogil:
+            fl_fft(&plan, &re[0, 0], &im[0, 0], inverse, &w[0])
+    finally:
+        fl_plan_free(&plan)

@@ -1,0 +1,647 @@
+/* The compiled tile pipeline of the fft strategy, for one input channel per group (depthwise
+ * layers and banks of filters on one channel), float32, stride 1.
+ *
+ * The transforms are fft_lanes.h's: 8 complex transforms at once, one per lane, the lanes
+ * of an element contiguous. Two real signals share a lane as its real and imaginary parts,
+ * so a complex transform costs what a real one would per signal:
+ *
+ * - depthwise (one output per group): lane v holds channel c0 + v in its real part and
+ *   channel c0 + 8 + v in its imaginary part. With Z the transform of that pair and m the
+ *   mirrored frequency (-k on every axis), the pair's output spectrum is
+ *       Y[k] = Z[k] P[k] + conj(Z[m]) Q[k],  P = (conj Wa + conj Wb) / 2,
+ *                                              Q = (conj Wa - conj Wb) / 2
+ *   (Wa, Wb the two channels' kernel spectra), and the inverse transform of Y holds the
+ *   two channels' cross-correlations as its real and imaginary parts.
+ * - banks (one input channel, several outputs per group): the input tile's spectrum X is
+ *   computed once (lanes: up to 8 tiles, imaginary parts zero), then for 16 outputs at a
+ *   time Y[k] = X[k] V[k], V = conj Wa + i conj Wb (Wa, Wb the kernels of outputs o and o + 8),
+ *   whose inverse holds output o in the real part and o + 8 in the imaginary one.
+ *
+ * Spatial axes: every problem is lifted to three (leading axes of length 1). A tile buffer
+ * is [L0][L1][L2][8] real parts and the same of imaginary parts. The forward transform
+ * runs the last axis first over the lines that hold data, the inverse the first axis first
+ * and then only the lines whose positions the crop keeps. All spectra carry the 1/N scale.
+ * Overlap-save tiles: a tile of `to` outputs per axis reads the `to + Ke - 1` inputs from
+ * its first output on (Ke the dilated kernel's extent), in a transform of length L; the
+ * kept positions [0, to) see no wrap-around. */
+#ifndef CONVLAB_FFT_TILES_H
+#define CONVLAB_FFT_TILES_H
+
+#include <string.h>
+#include "fft_lanes.h"
+#include "isa_level.h"
+#include "omp_shim.h"
+
+#define FT_PAIR (2 * FL_LANES)
+
+/* The 8 lanes of one element as one value (GCC/clang vector extension; two or one SIMD
+ * registers per level): the loops below that pair a frequency with its mirror do not
+ * auto-vectorize as plain loops over the lanes. Loads and stores go through memcpy (no
+ * alignment assumed). */
+#if defined(__GNUC__) && !defined(__clang__)
+/* the always-inlined helpers below never pass vectors across a real call */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float ft_vec __attribute__((vector_size(FL_LANES * sizeof(float))));
+
+static FL_ALWAYS_INLINE ft_vec ft_load(const float *p)
+{
+    ft_vec v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static FL_ALWAYS_INLINE void ft_store(float *p, ft_vec v) { memcpy(p, &v, sizeof v); }
+
+typedef struct {
+    Py_ssize_t batch, groups, ocg;            /* one input channel per group */
+    Py_ssize_t in_shape[3], out_shape[3];
+    Py_ssize_t pads_begin[3];
+    Py_ssize_t kernel[3], dilation[3], extent[3];
+    Py_ssize_t L[3], to[3], tiles[3];
+    /* element strides of the weights as (G, K0, K1, K2, OCg) */
+    Py_ssize_t w_group, w_tap[3], w_out;
+} ft_geometry;
+
+/* Scratch of one thread: two tile buffers (each re then im, N * 8 floats apiece), a line
+ * buffer (re then im, Lmax * 8 each) and the transform's work (2 * Lmax * 8). */
+typedef struct {
+    float *a_re, *a_im, *b_re, *b_im, *line_re, *line_im, *work;
+} ft_scratch;
+
+static inline Py_ssize_t ft_points(const ft_geometry *g) { return g->L[0] * g->L[1] * g->L[2]; }
+
+static inline Py_ssize_t ft_lmax(const ft_geometry *g)
+{
+    Py_ssize_t m = g->L[0];
+    if (g->L[1] > m) m = g->L[1];
+    if (g->L[2] > m) m = g->L[2];
+    return m;
+}
+
+/* Floats of one thread's scratch. */
+static Py_ssize_t ft_scratch_floats(const ft_geometry *g)
+{
+    return 4 * ft_points(g) * FL_LANES + 4 * ft_lmax(g) * FL_LANES;
+}
+
+static void ft_scratch_carve(const ft_geometry *g, float *base, ft_scratch *s)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES, l = ft_lmax(g) * FL_LANES;
+    s->a_re = base;
+    s->a_im = base + n;
+    s->b_re = base + 2 * n;
+    s->b_im = base + 3 * n;
+    s->line_re = base + 4 * n;
+    s->line_im = base + 4 * n + l;
+    s->work = base + 4 * n + 2 * l;
+}
+
+/* One tile along one axis: the buffer positions [lo, hi) hold src positions
+ * [lo + start, hi + start); `count` outputs from `first`. */
+typedef struct { Py_ssize_t first, count, start, lo, hi; } ft_axis_tile;
+
+static FL_ALWAYS_INLINE void ft_axis(const ft_geometry *g, int axis, Py_ssize_t t,
+                                            ft_axis_tile *a)
+{
+    a->first = t * g->to[axis];
+    a->count = g->out_shape[axis] - a->first;
+    if (a->count > g->to[axis]) a->count = g->to[axis];
+    a->start = a->first - g->pads_begin[axis];
+    Py_ssize_t lo = a->start < 0 ? 0 : a->start;
+    Py_ssize_t hi = a->start + a->count - 1 + g->extent[axis];
+    if (hi > g->in_shape[axis]) hi = g->in_shape[axis];
+    /* a whole-axis tile shorter than the span holds only the positions that carry src */
+    if (hi > a->start + g->L[axis]) hi = a->start + g->L[axis];
+    if (hi < lo) hi = lo;
+    a->lo = lo - a->start;
+    a->hi = hi - a->start;
+}
+
+/* Transform the lines of axis `axis` of a tile buffer whose positions on the axes before
+ * it lie in [lo[i], hi[i]) and on the axes after it anywhere. */
+static FL_ALWAYS_INLINE void ft_axis_pass(
+    const ft_geometry *g, const fl_plan *plan, int axis, const Py_ssize_t *lo,
+    const Py_ssize_t *hi, float *re, float *im, int inverse, const ft_scratch *s)
+{
+    const Py_ssize_t n = g->L[axis];
+    if (n == 1) return;
+    const Py_ssize_t L1 = g->L[1], L2 = g->L[2];
+    if (axis == 2) {
+        for (Py_ssize_t p0 = lo[0]; p0 < hi[0]; p0++)
+            for (Py_ssize_t p1 = lo[1]; p1 < hi[1]; p1++) {
+                const Py_ssize_t off = (p0 * L1 + p1) * L2 * FL_LANES;
+                fl_fft_body(plan, re + off, im + off, inverse, s->work);
+            }
+        return;
+    }
+    const Py_ssize_t stride = (axis == 1 ? L2 : L1 * L2) * FL_LANES;
+    const Py_ssize_t outer_lo = axis == 1 ? lo[0] : 0, outer_hi = axis == 1 ? hi[0] : 1;
+    const Py_ssize_t inner = axis == 1 ? L2 : L1 * L2;
+    for (Py_ssize_t o = outer_lo; o < outer_hi; o++)
+        for (Py_ssize_t i = 0; i < inner; i++) {
+            const Py_ssize_t base = (axis == 1 ? o * L1 * L2 : 0) * FL_LANES + i * FL_LANES;
+            float *lr = s->line_re, *li = s->line_im;
+            for (Py_ssize_t j = 0; j < n; j++) {
+                const float *r = re + base + j * stride, *m = im + base + j * stride;
+                for (int v = 0; v < FL_LANES; v++) {
+                    lr[j * FL_LANES + v] = r[v];
+                    li[j * FL_LANES + v] = m[v];
+                }
+            }
+            fl_fft_body(plan, lr, li, inverse, s->work);
+            for (Py_ssize_t j = 0; j < n; j++) {
+                float *r = re + base + j * stride, *m = im + base + j * stride;
+                for (int v = 0; v < FL_LANES; v++) {
+                    r[v] = lr[j * FL_LANES + v];
+                    m[v] = li[j * FL_LANES + v];
+                }
+            }
+        }
+}
+
+/* Forward transform of a buffer that is zero outside the box [lo, hi). */
+static FL_ALWAYS_INLINE void ft_forward(
+    const ft_geometry *g, const fl_plan *plans, const Py_ssize_t *lo, const Py_ssize_t *hi,
+    float *re, float *im, const ft_scratch *s)
+{
+    const Py_ssize_t all_lo[3] = {0, 0, 0};
+    const Py_ssize_t l2[3] = {lo[0], lo[1], 0}, h2[3] = {hi[0], hi[1], 0};
+    ft_axis_pass(g, &plans[2], 2, l2, h2, re, im, 0, s);
+    const Py_ssize_t l1[3] = {lo[0], 0, 0}, h1[3] = {hi[0], 0, 0};
+    ft_axis_pass(g, &plans[1], 1, l1, h1, re, im, 0, s);
+    ft_axis_pass(g, &plans[0], 0, all_lo, all_lo, re, im, 0, s);
+}
+
+/* Inverse transform, exact at the positions [0, keep) of every axis. */
+static FL_ALWAYS_INLINE void ft_inverse(
+    const ft_geometry *g, const fl_plan *plans, const Py_ssize_t *keep, float *re,
+    float *im, const ft_scratch *s)
+{
+    const Py_ssize_t zero[3] = {0, 0, 0};
+    ft_axis_pass(g, &plans[0], 0, zero, zero, re, im, 1, s);
+    const Py_ssize_t h1[3] = {keep[0], 0, 0};
+    ft_axis_pass(g, &plans[1], 1, zero, h1, re, im, 1, s);
+    const Py_ssize_t h2[3] = {keep[0], keep[1], 0};
+    ft_axis_pass(g, &plans[2], 2, zero, h2, re, im, 1, s);
+}
+
+/* The real lanes [0, lanes) of `re` (imaginary parts left alone) = the kernels of filters
+ * f0 + v, folded onto the transform length, each tap (j0, j1, j2) at its dilated
+ * position modulo L. Filters lie `filter_stride` apart from `w`, taps by the geometry's
+ * w_tap strides. Returns the box the taps occupy in `hi`. */
+static FL_ALWAYS_INLINE void ft_place_kernels(
+    const ft_geometry *g, const float *w, Py_ssize_t filter_stride, Py_ssize_t f0,
+    int lanes, float *re, Py_ssize_t *hi)
+{
+    const Py_ssize_t s0 = g->w_tap[0], s1 = g->w_tap[1], s2 = g->w_tap[2];
+    const Py_ssize_t L0 = g->L[0], L1 = g->L[1], L2 = g->L[2];
+    const Py_ssize_t K0 = g->kernel[0], K1 = g->kernel[1], K2 = g->kernel[2];
+    /* dilated steps folded onto the lengths once, so the loops wrap by one subtraction */
+    const Py_ssize_t d0 = g->dilation[0] % L0, d1 = g->dilation[1] % L1;
+    const Py_ssize_t d2 = g->dilation[2] % L2;
+    for (int a = 0; a < 3; a++)
+        hi[a] = g->extent[a] < g->L[a] ? g->extent[a] : g->L[a];
+    /* taps land on distinct positions unless the kernel is longer than the transform */
+    const int folds = g->extent[0] > L0 || g->extent[1] > L1 || g->extent[2] > L2;
+    /* the loop over lanes innermost where the filters lie closer together than the taps
+     * (weights laid out taps-major, as XIO) */
+    const int lanes_inner = filter_stride <= s2 || K2 == 1;
+    Py_ssize_t p0 = 0;
+    for (Py_ssize_t j0 = 0; j0 < K0; j0++) {
+        Py_ssize_t p1 = 0;
+        for (Py_ssize_t j1 = 0; j1 < K1; j1++) {
+            float *row = re + (p0 * L1 + p1) * L2 * FL_LANES;
+            const float *taps = w + f0 * filter_stride + j0 * s0 + j1 * s1;
+            if (lanes_inner) {
+                Py_ssize_t p2 = 0;
+                for (Py_ssize_t j2 = 0; j2 < K2; j2++) {
+                    float *at = row + p2 * FL_LANES;
+                    const float *from = taps + j2 * s2;
+                    if (folds)
+                        for (int v = 0; v < lanes; v++) at[v] += from[v * filter_stride];
+                    else
+                        for (int v = 0; v < lanes; v++) at[v] = from[v * filter_stride];
+                    p2 += d2;
+                    if (p2 >= L2) p2 -= L2;
+                }
+            } else {
+                for (int v = 0; v < lanes; v++) {
+                    const float *from = taps + v * filter_stride;
+                    Py_ssize_t p2 = 0;
+                    for (Py_ssize_t j2 = 0; j2 < K2; j2++) {
+                        if (folds) row[p2 * FL_LANES + v] += from[j2 * s2];
+                        else row[p2 * FL_LANES + v] = from[j2 * s2];
+                        p2 += d2;
+                        if (p2 >= L2) p2 -= L2;
+                    }
+                }
+            }
+            p1 += d1;
+            if (p1 >= L1) p1 -= L1;
+        }
+        p0 += d0;
+        if (p0 >= L0) p0 -= L0;
+    }
+}
+
+/* The flat index (times 8) of the mirrored frequency -k of each k, per axis. */
+#define FT_MIRROR(k, L) ((k) == 0 ? 0 : (L) - (k))
+
+/* The transform of the kernels of 16 filters, f0 + v in the real part of lane v and
+ * f0 + 8 + v in the imaginary part (`w` filters `filter_stride` apart, taps `tap_stride`
+ * apart; `count` filters from f0), into (a_re, a_im). */
+static FL_ALWAYS_INLINE void ft_kernel_pair_transform(
+    const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t filter_stride,
+    Py_ssize_t f0, Py_ssize_t count, const ft_scratch *s)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t zero[3] = {0, 0, 0};
+    Py_ssize_t hi[3];
+    memset(s->a_re, 0, n * sizeof(float));
+    memset(s->a_im, 0, n * sizeof(float));
+    Py_ssize_t lanes_a = count < FL_LANES ? count : FL_LANES;
+    Py_ssize_t lanes_b = count - FL_LANES;
+    if (lanes_b > FL_LANES) lanes_b = FL_LANES;
+    ft_place_kernels(g, w, filter_stride, f0, (int)lanes_a, s->a_re, hi);
+    if (lanes_b > 0)
+        ft_place_kernels(g, w, filter_stride, f0 + FL_LANES, (int)lanes_b, s->a_im, hi);
+    ft_forward(g, plans, zero, hi, s->a_re, s->a_im, s);
+}
+
+/* Depthwise spectra of channel block `block` (channels 16 block ...): P and Q as four
+ * arrays of N * 8 floats (P re, P im, Q re, Q im) at `out`.
+ * With Z the transform of the pair (Wa + i Wb), conj Wa = (conj Z[k] + Z[m]) / 2 and
+ * conj Wb = i (conj Z[k] - Z[m]) / 2, so one transform serves both channels. */
+static FL_ALWAYS_INLINE void ft_depthwise_spectrum_body(
+    const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t block,
+    float *out, const ft_scratch *s)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t c0 = block * FT_PAIR;
+    ft_kernel_pair_transform(g, plans, w, g->w_group, c0, g->groups - c0, s);
+    const float q = 0.25f / (float)ft_points(g);
+    const float *restrict z_re = s->a_re, *restrict z_im = s->a_im;
+    float *restrict p_re = out, *restrict p_im = out + n;
+    float *restrict q_re = out + 2 * n, *restrict q_im = out + 3 * n;
+    const Py_ssize_t L0 = g->L[0], L1 = g->L[1], L2 = g->L[2];
+    for (Py_ssize_t k0 = 0; k0 < L0; k0++)
+        for (Py_ssize_t k1 = 0; k1 < L1; k1++)
+            for (Py_ssize_t k2 = 0; k2 < L2; k2++) {
+                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * FL_LANES;
+                const Py_ssize_t m = ((FT_MIRROR(k0, L0) * L1 + FT_MIRROR(k1, L1)) * L2
+                                      + FT_MIRROR(k2, L2)) * FL_LANES;
+                const ft_vec kr = ft_load(z_re + k), ki = ft_load(z_im + k);
+                const ft_vec mr = ft_load(z_re + m), mi = ft_load(z_im + m);
+                ft_store(p_re + k, (kr + mr + ki + mi) * q);
+                ft_store(p_im + k, (kr - mr - ki + mi) * q);
+                ft_store(q_re + k, (kr + mr - ki - mi) * q);
+                ft_store(q_im + k, (mr - kr - ki + mi) * q);
+            }
+}
+
+/* Bank spectra of group `group`, outputs 16 ob ... 16 ob + 15: V re then V im (N * 8
+ * floats each) at `out`. V = conj Wa + i conj Wb is Z[m],
+ * Z the transform of the pair (Wa + i Wb). */
+static FL_ALWAYS_INLINE void ft_bank_spectrum_body(
+    const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t group,
+    Py_ssize_t ob, float *out, const ft_scratch *s)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t o0 = ob * FT_PAIR;
+    ft_kernel_pair_transform(g, plans, w + group * g->w_group, g->w_out, o0, g->ocg - o0,
+                             s);
+    const float scale = 1.0f / (float)ft_points(g);
+    const float *restrict z_re = s->a_re, *restrict z_im = s->a_im;
+    float *restrict v_re = out, *restrict v_im = out + n;
+    const Py_ssize_t L0 = g->L[0], L1 = g->L[1], L2 = g->L[2];
+    for (Py_ssize_t k0 = 0; k0 < L0; k0++)
+        for (Py_ssize_t k1 = 0; k1 < L1; k1++)
+            for (Py_ssize_t k2 = 0; k2 < L2; k2++) {
+                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * FL_LANES;
+                const Py_ssize_t m = ((FT_MIRROR(k0, L0) * L1 + FT_MIRROR(k1, L1)) * L2
+                                      + FT_MIRROR(k2, L2)) * FL_LANES;
+                ft_store(v_re + k, ft_load(z_re + m) * scale);
+                ft_store(v_im + k, ft_load(z_im + m) * scale);
+            }
+}
+
+/* Y = Z P + conj(Z[mirror]) Q in place, every frequency with its mirror. */
+static FL_ALWAYS_INLINE void ft_pair_product(
+    const ft_geometry *g, float *restrict re, float *restrict im, const float *spec)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const float *restrict p_re = spec, *restrict p_im = spec + n;
+    const float *restrict q_re = spec + 2 * n, *restrict q_im = spec + 3 * n;
+    const Py_ssize_t L0 = g->L[0], L1 = g->L[1], L2 = g->L[2];
+    for (Py_ssize_t k0 = 0; k0 < L0; k0++) {
+        const Py_ssize_t m0 = FT_MIRROR(k0, L0);
+        if (m0 < k0) continue;
+        for (Py_ssize_t k1 = 0; k1 < L1; k1++) {
+            const Py_ssize_t m1 = FT_MIRROR(k1, L1);
+            if (m0 == k0 && m1 < k1) continue;
+            for (Py_ssize_t k2 = 0; k2 < L2; k2++) {
+                const Py_ssize_t m2 = FT_MIRROR(k2, L2);
+                if (m0 == k0 && m1 == k1 && m2 < k2) continue;
+                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * FL_LANES;
+                const Py_ssize_t m = ((m0 * L1 + m1) * L2 + m2) * FL_LANES;
+                const ft_vec zr = ft_load(re + k), zi = ft_load(im + k);
+                const ft_vec wr = ft_load(re + m), wi = ft_load(im + m);
+                const ft_vec pkr = ft_load(p_re + k), pki = ft_load(p_im + k);
+                const ft_vec qkr = ft_load(q_re + k), qki = ft_load(q_im + k);
+                const ft_vec pmr = ft_load(p_re + m), pmi = ft_load(p_im + m);
+                const ft_vec qmr = ft_load(q_re + m), qmi = ft_load(q_im + m);
+                /* Z[m] P[m] + conj(Z[k]) Q[m], then Z[k] P[k] + conj(Z[m]) Q[k] (the
+                 * second store wins where k == m, both being equal there) */
+                ft_store(re + m, wr * pmr - wi * pmi + zr * qmr + zi * qmi);
+                ft_store(im + m, wr * pmi + wi * pmr + zr * qmi - zi * qmr);
+                ft_store(re + k, zr * pkr - zi * pki + wr * qkr + wi * qki);
+                ft_store(im + k, zr * pki + zi * pkr + wr * qki - wi * qkr);
+            }
+        }
+    }
+}
+
+/* One depthwise task: channel block `block`, image `image`, spatial tile `tile`. `src` is
+ * (N, I0, I1, I2, G), `dst` (N, O0, O1, O2, G), `bias` G floats or NULL. */
+static FL_ALWAYS_INLINE void ft_depthwise_task_body(
+    const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
+    const float *bias, float *dst, Py_ssize_t block, Py_ssize_t image, Py_ssize_t tile,
+    const ft_scratch *s)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t C = g->groups, c0 = block * FT_PAIR;
+    Py_ssize_t lanes_a = C - c0, lanes_b = C - c0 - FL_LANES;
+    if (lanes_a > FL_LANES) lanes_a = FL_LANES;
+    if (lanes_b > FL_LANES) lanes_b = FL_LANES;
+    if (lanes_b < 0) lanes_b = 0;
+    ft_axis_tile ax[3];
+    const Py_ssize_t t2 = tile % g->tiles[2], t1 = (tile / g->tiles[2]) % g->tiles[1];
+    const Py_ssize_t t0 = tile / (g->tiles[2] * g->tiles[1]);
+    ft_axis(g, 0, t0, &ax[0]);
+    ft_axis(g, 1, t1, &ax[1]);
+    ft_axis(g, 2, t2, &ax[2]);
+    float *re = s->a_re, *im = s->a_im;
+    memset(re, 0, n * sizeof(float));
+    memset(im, 0, n * sizeof(float));
+    const Py_ssize_t L1 = g->L[1], L2 = g->L[2];
+    const Py_ssize_t I0 = g->in_shape[0], I1 = g->in_shape[1], I2 = g->in_shape[2];
+    for (Py_ssize_t p0 = ax[0].lo; p0 < ax[0].hi; p0++)
+        for (Py_ssize_t p1 = ax[1].lo; p1 < ax[1].hi; p1++) {
+            const float *row = src + (((image * I0 + p0 + ax[0].start) * I1 + p1 + ax[1].start)
+                                      * I2 + ax[2].start) * C + c0;
+            for (Py_ssize_t p2 = ax[2].lo; p2 < ax[2].hi; p2++) {
+                const float *from = row + p2 * C;
+                const Py_ssize_t at = ((p0 * L1 + p1) * L2 + p2) * FL_LANES;
+                for (Py_ssize_t v = 0; v < lanes_a; v++) re[at + v] = from[v];
+                for (Py_ssize_t v = 0; v < lanes_b; v++) im[at + v] = from[FL_LANES + v];
+            }
+        }
+    const Py_ssize_t lo[3] = {ax[0].lo, ax[1].lo, ax[2].lo};
+    const Py_ssize_t hi[3] = {ax[0].hi, ax[1].hi, ax[2].hi};
+    ft_forward(g, plans, lo, hi, re, im, s);
+    ft_pair_product(g, re, im, spectra + block * 4 * n);
+    const Py_ssize_t keep[3] = {ax[0].count, ax[1].count, ax[2].count};
+    ft_inverse(g, plans, keep, re, im, s);
+    const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
+    for (Py_ssize_t q0 = 0; q0 < keep[0]; q0++)
+        for (Py_ssize_t q1 = 0; q1 < keep[1]; q1++) {
+            float *row = dst + (((image * O0 + ax[0].first + q0) * O1 + ax[1].first + q1) * O2
+                                + ax[2].first) * C + c0;
+            for (Py_ssize_t q2 = 0; q2 < keep[2]; q2++) {
+                float *to = row + q2 * C;
+                const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * FL_LANES;
+                if (bias) {
+                    for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v] + bias[c0 + v];
+                    for (Py_ssize_t v = 0; v < lanes_b; v++)
+                        to[FL_LANES + v] = im[at + v] + bias[c0 + FL_LANES + v];
+                } else {
+                    for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v];
+                    for (Py_ssize_t v = 0; v < lanes_b; v++) to[FL_LANES + v] = im[at + v];
+                }
+            }
+        }
+}
+
+/* One bank task: group `group`, units [u0, u0 + 8) of the (image, tile) list (image
+ * major), the blocks of 16 outputs [ob_lo, ob_hi). `src` is (N, I0, I1, I2, G), `dst` (N, O0, O1, O2,
+ * G * OCg), `spectra` the groups' V blocks, (G, ceil(OCg / 16), 2, N, 8). */
+static FL_ALWAYS_INLINE void ft_bank_task_body(
+    const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
+    const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t ob_lo,
+    Py_ssize_t ob_hi, const ft_scratch *s)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
+    Py_ssize_t units = g->batch * tiles - u0;
+    if (units > FL_LANES) units = FL_LANES;
+    const Py_ssize_t G = g->groups, OC = g->groups * g->ocg;
+    const Py_ssize_t L1 = g->L[1], L2 = g->L[2];
+    const Py_ssize_t I0 = g->in_shape[0], I1 = g->in_shape[1], I2 = g->in_shape[2];
+    const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
+    ft_axis_tile ax[FL_LANES][3];
+    Py_ssize_t lo[3] = {g->L[0], g->L[1], g->L[2]}, hi[3] = {0, 0, 0};
+    float *x_re = s->b_re, *x_im = s->b_im;
+    memset(x_re, 0, n * sizeof(float));
+    memset(x_im, 0, n * sizeof(float));
+    for (Py_ssize_t u = 0; u < units; u++) {
+        const Py_ssize_t image = (u0 + u) / tiles, tile = (u0 + u) % tiles;
+        const Py_ssize_t t2 = tile % g->tiles[2], t1 = (tile / g->tiles[2]) % g->tiles[1];
+        const Py_ssize_t t0 = tile / (g->tiles[2] * g->tiles[1]);
+        ft_axis(g, 0, t0, &ax[u][0]);
+        ft_axis(g, 1, t1, &ax[u][1]);
+        ft_axis(g, 2, t2, &ax[u][2]);
+        for (int a = 0; a < 3; a++) {
+            if (ax[u][a].lo < lo[a]) lo[a] = ax[u][a].lo;
+            if (ax[u][a].hi > hi[a]) hi[a] = ax[u][a].hi;
+        }
+        for (Py_ssize_t p0 = ax[u][0].lo; p0 < ax[u][0].hi; p0++)
+            for (Py_ssize_t p1 = ax[u][1].lo; p1 < ax[u][1].hi; p1++) {
+                const float *row = src + (((image * I0 + p0 + ax[u][0].start) * I1 + p1
+                                           + ax[u][1].start) * I2 + ax[u][2].start) * G + group;
+                for (Py_ssize_t p2 = ax[u][2].lo; p2 < ax[u][2].hi; p2++)
+                    x_re[((p0 * L1 + p1) * L2 + p2) * FL_LANES + u] = row[p2 * G];
+            }
+    }
+    for (int a = 0; a < 3; a++)
+        if (hi[a] < lo[a]) { lo[a] = 0; hi[a] = 0; }
+    ft_forward(g, plans, lo, hi, x_re, x_im, s);
+    const Py_ssize_t out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
+    float *re = s->a_re, *im = s->a_im;
+    for (Py_ssize_t ob = ob_lo; ob < ob_hi && ob < out_blocks; ob++) {
+        const float *v_re = spectra + (group * out_blocks + ob) * 2 * n, *v_im = v_re + n;
+        const Py_ssize_t o0 = ob * FT_PAIR;
+        Py_ssize_t lanes_a = g->ocg - o0, lanes_b = g->ocg - o0 - FL_LANES;
+        if (lanes_a > FL_LANES) lanes_a = FL_LANES;
+        if (lanes_b > FL_LANES) lanes_b = FL_LANES;
+        if (lanes_b < 0) lanes_b = 0;
+        const Py_ssize_t c0 = group * g->ocg + o0;
+        for (Py_ssize_t u = 0; u < units; u++) {
+            for (Py_ssize_t i = 0; i < n; i += FL_LANES) {
+                const float xr = x_re[i + u], xi = x_im[i + u];
+                const ft_vec vr = ft_load(v_re + i), vi = ft_load(v_im + i);
+                ft_store(re + i, xr * vr - xi * vi);
+                ft_store(im + i, xr * vi + xi * vr);
+            }
+            const Py_ssize_t keep[3] = {ax[u][0].count, ax[u][1].count, ax[u][2].count};
+            ft_inverse(g, plans, keep, re, im, s);
+            const Py_ssize_t image = (u0 + u) / tiles;
+            for (Py_ssize_t q0 = 0; q0 < keep[0]; q0++)
+                for (Py_ssize_t q1 = 0; q1 < keep[1]; q1++) {
+                    float *row = dst + (((image * O0 + ax[u][0].first + q0) * O1
+                                         + ax[u][1].first + q1) * O2 + ax[u][2].first) * OC + c0;
+                    for (Py_ssize_t q2 = 0; q2 < keep[2]; q2++) {
+                        float *to = row + q2 * OC;
+                        const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * FL_LANES;
+                        if (bias) {
+                            for (Py_ssize_t v = 0; v < lanes_a; v++)
+                                to[v] = re[at + v] + bias[c0 + v];
+                            for (Py_ssize_t v = 0; v < lanes_b; v++)
+                                to[FL_LANES + v] = im[at + v] + bias[c0 + FL_LANES + v];
+                        } else {
+                            for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v];
+                            for (Py_ssize_t v = 0; v < lanes_b; v++)
+                                to[FL_LANES + v] = im[at + v];
+                        }
+                    }
+                }
+        }
+    }
+}
+
+/* One copy of each entry point per instruction-set level, dispatched on the level in
+ * effect (as winograd_levels.h does). */
+#if CL_X86_DISPATCH
+#define FT_LEVEL_COPY(name, suffix, TARGET, PARAMS, ARGS)                                   \
+    static __attribute__((target(TARGET), noinline)) void name##_##suffix PARAMS {         \
+        name##_body ARGS;                                                                   \
+    }
+#define FT_DISPATCHED(name, PARAMS, ARGS)                                                   \
+    FT_LEVEL_COPY(name, v4, "arch=x86-64-v4", PARAMS, ARGS)                                 \
+    FT_LEVEL_COPY(name, v3, "arch=x86-64-v3", PARAMS, ARGS)                                 \
+    static void name PARAMS {                                                               \
+        if (cl_isa_in_effect == CL_ISA_AVX512) name##_v4 ARGS;                              \
+        else if (cl_isa_in_effect == CL_ISA_AVX2) name##_v3 ARGS;                           \
+        else name##_body ARGS;                                                              \
+    }
+#else
+#define FT_DISPATCHED(name, PARAMS, ARGS) static void name PARAMS { name##_body ARGS; }
+#endif
+
+FT_DISPATCHED(ft_depthwise_spectrum,
+    (const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t block,
+     float *out, const ft_scratch *s),
+    (g, plans, w, block, out, s))
+
+FT_DISPATCHED(ft_bank_spectrum,
+    (const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t group,
+     Py_ssize_t ob, float *out, const ft_scratch *s),
+    (g, plans, w, group, ob, out, s))
+
+FT_DISPATCHED(ft_depthwise_task,
+    (const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
+     const float *bias, float *dst, Py_ssize_t block, Py_ssize_t image, Py_ssize_t tile,
+     const ft_scratch *s),
+    (g, plans, src, spectra, bias, dst, block, image, tile, s))
+
+FT_DISPATCHED(ft_bank_task,
+    (const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
+     const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t ob_lo,
+     Py_ssize_t ob_hi, const ft_scratch *s),
+    (g, plans, src, spectra, bias, dst, group, u0, ob_lo, ob_hi, s))
+
+#undef FT_DISPATCHED
+#undef FT_LEVEL_COPY
+
+/* Every depthwise task (channel block major, then image, then spatial tile) on `threads`
+ * threads, each with its own scratch at `scratch + thread * scratch_stride`. A one-thread
+ * call opens no OpenMP region (whose closing barrier costs a system call). */
+static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const float *src,
+                             const float *spectra, const float *bias, float *dst,
+                             float *scratch, Py_ssize_t scratch_stride, int threads)
+{
+    const Py_ssize_t tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
+    const Py_ssize_t per_block = g->batch * tiles;
+    const Py_ssize_t tasks = (g->groups + FT_PAIR - 1) / FT_PAIR * per_block;
+    if (threads <= 1) {
+        ft_scratch s;
+        ft_scratch_carve(g, scratch, &s);
+        for (Py_ssize_t t = 0; t < tasks; t++)
+            ft_depthwise_task(g, plans, src, spectra, bias, dst, t / per_block,
+                              (t % per_block) / tiles, t % tiles, &s);
+        return;
+    }
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (Py_ssize_t t = 0; t < tasks; t++) {
+        ft_scratch s;
+        ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
+        ft_depthwise_task(g, plans, src, spectra, bias, dst, t / per_block,
+                          (t % per_block) / tiles, t % tiles, &s);
+    }
+}
+
+/* Every bank task: group major, then 8 (image, tile) units at a time, then `ob_step`
+ * blocks of 16 outputs at a time (each task transforms its units' input again). */
+static void ft_run_bank(const ft_geometry *g, const fl_plan *plans, const float *src,
+                        const float *spectra, const float *bias, float *dst,
+                        Py_ssize_t ob_step, float *scratch, Py_ssize_t scratch_stride,
+                        int threads)
+{
+    const Py_ssize_t units = g->batch * g->tiles[0] * g->tiles[1] * g->tiles[2];
+    const Py_ssize_t unit_blocks = (units + FL_LANES - 1) / FL_LANES;
+    const Py_ssize_t out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
+    if (ob_step < 1) ob_step = 1;
+    const Py_ssize_t ob_tasks = (out_blocks + ob_step - 1) / ob_step;
+    const Py_ssize_t per_group = unit_blocks * ob_tasks;
+    const Py_ssize_t tasks = g->groups * per_group;
+#define FT_BANK_TASK(t, sp)                                                                 \
+    ft_bank_task(g, plans, src, spectra, bias, dst, (t) / per_group,                        \
+                 ((t) % per_group) / ob_tasks * FL_LANES,                                   \
+                 (t) % ob_tasks * ob_step, (t) % ob_tasks * ob_step + ob_step, sp)
+    if (threads <= 1) {
+        ft_scratch s;
+        ft_scratch_carve(g, scratch, &s);
+        for (Py_ssize_t t = 0; t < tasks; t++)
+            FT_BANK_TASK(t, &s);
+        return;
+    }
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (Py_ssize_t t = 0; t < tasks; t++) {
+        ft_scratch s;
+        ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
+        FT_BANK_TASK(t, &s);
+    }
+#undef FT_BANK_TASK
+}
+
+/* The spectra: depthwise, one task per channel block (4 N 8 floats each); banks, one per
+ * (group, block of 16 outputs) (2 N 8 floats each). */
+static void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const float *w,
+                           int depthwise, float *out, float *scratch,
+                           Py_ssize_t scratch_stride, int threads)
+{
+    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
+    const Py_ssize_t tasks = depthwise ? (g->groups + FT_PAIR - 1) / FT_PAIR
+                                       : g->groups * out_blocks;
+    if (threads <= 1) {
+        ft_scratch s;
+        ft_scratch_carve(g, scratch, &s);
+        for (Py_ssize_t t = 0; t < tasks; t++) {
+            if (depthwise) ft_depthwise_spectrum(g, plans, w, t, out + t * 4 * n, &s);
+            else ft_bank_spectrum(g, plans, w, t / out_blocks, t % out_blocks,
+                                  out + t * 2 * n, &s);
+        }
+        return;
+    }
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (Py_ssize_t t = 0; t < tasks; t++) {
+        ft_scratch s;
+        ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
+        if (depthwise) ft_depthwise_spectrum(g, plans, w, t, out + t * 4 * n, &s);
+        else ft_bank_spectrum(g, plans, w, t / out_blocks, t % out_blocks,
+                              out + t * 2 * n, &s);
+    }
+}
+
+#endif /* CONVLAB_FFT_TILES_H */
