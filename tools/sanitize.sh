@@ -47,7 +47,7 @@ started=$SECONDS
 # kernels are the same ones, reached through onnxruntime's model loading).
 if [ "$smoke" = 1 ]; then
     tests=(tests/test_edge_cases.py tests/test_bad_inputs.py tests/test_properties.py
-           tests/test_padding_modes.py tests/test_int8.py)
+           tests/test_padding_modes.py tests/test_int8.py tests/test_fft_compiled.py)
     profile=ci
 else
     tests=(tests/test_grid.py tests/test_edge_cases.py tests/test_properties.py
@@ -56,7 +56,7 @@ else
            tests/test_padding_modes.py tests/test_bad_inputs.py tests/test_inputs.py
            tests/test_half.py tests/test_plan.py tests/test_dispatch.py tests/test_buffers.py
            tests/test_threads.py tests/test_tune.py tests/test_shapes.py
-           tests/test_cost_model.py tests/test_fuzz_corpus.py)
+           tests/test_cost_model.py tests/test_fuzz_corpus.py tests/test_fft_compiled.py)
     profile=long
 fi
 

@@ -163,7 +163,9 @@ COMPLEX_MAC_FLOPS = 8
 # N(0, 1) data, 'same' pads, per spatial rank, over kernels 3 to 251 taps (1-D), 3x3 to
 # 31x31 (2-D), 3^3 to 7^3 (3-D), IC 1 to 256 (1-D, 2-D) or 64 (3-D), dense and depthwise
 # (python bench/fft_accuracy.py; bench/results/fft_accuracy_2026-11-26_epyc-avx2.txt on
-# SciPy's pocketfft, bench/results/fft_accuracy_2026-11-26_epyc-avx2_ducc0.txt on ducc0).
+# SciPy's pocketfft, bench/results/fft_accuracy_2026-11-26_epyc-avx2_ducc0.txt on ducc0,
+# bench/results/fft_accuracy_2026-11-26_epyc-avx2_compiled.txt with the compiled pipeline
+# on the depthwise and one-input-channel rows).
 # It hardly depends on the kernel or the channels (1.7e-7 to 4.4e-7), where a plain
 # sum's grows with both (direct: 3.5e-8 to 4.3e-6).
 MEASURED_RELATIVE_ERROR_BY_RANK = {1: 4.3e-07, 2: 4.4e-07, 3: 3.1e-07}
