@@ -571,7 +571,9 @@ static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const f
                               (t % per_block) / tiles, t % tiles, &s);
         return;
     }
+#ifdef _OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#endif
     for (Py_ssize_t t = 0; t < tasks; t++) {
         ft_scratch s;
         ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
@@ -605,7 +607,9 @@ static void ft_run_bank(const ft_geometry *g, const fl_plan *plans, const float 
             FT_BANK_TASK(t, &s);
         return;
     }
+#ifdef _OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#endif
     for (Py_ssize_t t = 0; t < tasks; t++) {
         ft_scratch s;
         ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
@@ -634,7 +638,9 @@ static void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const flo
         }
         return;
     }
+#ifdef _OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#endif
     for (Py_ssize_t t = 0; t < tasks; t++) {
         ft_scratch s;
         ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
