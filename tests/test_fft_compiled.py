@@ -323,6 +323,31 @@ def test_no_tile_fitting_the_workspace_leaves_the_problem_to_the_python_pipeline
     assert_accurate(got, src, weights, bias, attributes)
 
 
+@WORKSPACE_SETTING
+def test_one_shot_spectra_are_kept_for_the_next_call_only_within_a_bound(rng, workspace):
+    small = _tensors(rng, groups=16, input_shape=(12, 12), kernel=(7, 7), pads_begin=3,
+                     pads_end=3)
+    got = _fft_call(*small)
+    assert_compiled("depthwise")
+    kept = fft_compiled.kept_spectra_bytes()
+    assert kept >= 4 * fft_compiled.tiling(problem_of(*small)).spectrum_floats
+    # many 16-channel blocks of a tiny image: spectra above KEPT_SPECTRA_WORKSPACES limits
+    cores = available_cores()
+    workspace(_per_thread_limit(64 * 1024))
+    large = _tensors(rng, groups=16 * (32 * cores + 1), input_shape=(6, 6), kernel=(5, 5),
+                     pads_begin=2, pads_end=2)
+    t = fft_compiled.tiling(problem_of(*large))
+    assert t is not None
+    assert (4 * t.spectrum_floats
+            > fft_compiled.KEPT_SPECTRA_WORKSPACES * im2col.get_workspace_limit())
+    got_large = _fft_call(*large)
+    assert_compiled("depthwise")
+    assert fft_compiled.kept_spectra_bytes() == 0
+    assert_accurate(got_large, *large)
+    # the small problem's result does not depend on which buffer its spectra used
+    np.testing.assert_array_equal(_fft_call(*small), got)
+
+
 # --------------------------------------------------------------------------- threads
 
 THREAD_CASES = {

@@ -232,14 +232,29 @@ def _scratch(t: LaneTiling, threads: int) -> np.ndarray:
 _one_call = threading.local()
 
 
+# A one-shot call's spectra larger than this many workspace limits are not kept for the
+# next call (3-D UX-Net's 48^3 stage takes 19 MB, a little over one limit of 16 MiB).
+KEPT_SPECTRA_WORKSPACES = 4
+
+
 def _one_call_buffer(floats: int) -> np.ndarray:
-    """The spectra buffer this thread keeps for one-shot calls (grown when too small): a
-    fresh one page-faults on every call (RepLKNet's 14x14 stage: 3 MB, ~0.4 ms)."""
+    """The spectra buffer this thread keeps for one-shot calls (grown when too small, at
+    most KEPT_SPECTRA_WORKSPACES workspace limits): a fresh one page-faults on every call
+    (RepLKNet's 14x14 stage: 3 MB, ~0.4 ms)."""
     buffer = getattr(_one_call, "buffer", None)
-    if buffer is None or buffer.size < floats:
-        _one_call.buffer = None
-        buffer = _one_call.buffer = np.empty(floats, np.float32)
-    return buffer[:floats]
+    if buffer is not None and buffer.size >= floats:
+        return buffer[:floats]
+    _one_call.buffer = None
+    buffer = np.empty(floats, np.float32)
+    if 4 * floats <= KEPT_SPECTRA_WORKSPACES * im2col.get_workspace_limit():
+        _one_call.buffer = buffer
+    return buffer
+
+
+def kept_spectra_bytes() -> int:
+    """Bytes of the one-shot spectra buffer this thread keeps (for tests)."""
+    buffer = getattr(_one_call, "buffer", None)
+    return 0 if buffer is None else int(buffer.nbytes)
 
 
 def spectra(problem, canonical: np.ndarray, t: LaneTiling, threads: int,
