@@ -100,7 +100,11 @@ from convlab.dispatch import cost_model
 from convlab.dispatch.registry import get_algorithm, register_algorithm
 from convlab.runtime.threads import available_cores, blas_limit
 from convlab.strategies import fft_compiled, fft_transforms, im2col
-from convlab.strategies.fft_geometry import stretched_kernel, whole_axis_length
+from convlab.strategies.fft_geometry import (
+    candidate_grid,
+    stretched_kernel,
+    whole_axis_length,
+)
 
 # --------------------------------------------------------------------------- constants
 
@@ -307,13 +311,7 @@ def _tiling(problem, limit: int, cores: int) -> Tiling:
     axes = [_axis_candidates(problem, axis, most) for axis in range(r)]
     if any(not candidates for candidates in axes):
         raise ValueError(f"fft cannot run {problem.describe()}: {refusal(problem)}")
-    # every combination of the axes' candidates, in itertools.product order
-    grids = np.meshgrid(*[np.arange(len(c)) for c in axes], indexing="ij")
-    picks = [g.ravel() for g in grids]
-    lengths = np.stack([np.array([c[0] for c in axes[a]], dtype=np.int64)[picks[a]]
-                        for a in range(r)], axis=1)
-    outputs = np.stack([np.array([c[1] for c in axes[a]], dtype=np.int64)[picks[a]]
-                        for a in range(r)], axis=1)
+    lengths, outputs = candidate_grid(axes)
     contraction = _contraction(problem)
     chunk, block, per_group = _blocking(problem, lengths, outputs, limit)
     fits = per_group <= limit
@@ -438,29 +436,24 @@ class FFTWeights:
 
     def spectrum(self, fft_shape, threads: int) -> np.ndarray:
         key = tuple(fft_shape)
-        with self._lock:
-            found = self._spectra.get(key)
-            if found is not None:
-                self._spectra.move_to_end(key)
-                return found
-            spectrum = weight_spectrum(self.problem, self.by_tap, key, threads)
-            self._spectra[key] = spectrum
-            self.transforms += 1
-            while len(self._spectra) > MAX_KEPT_SPECTRA:
-                self._spectra.popitem(last=False)
-            return spectrum
-
+        return self._kept(key, lambda: weight_spectrum(self.problem, self.by_tap, key,
+                                                       threads))
 
     def lane_spectrum(self, t: fft_compiled.LaneTiling, threads: int) -> np.ndarray:
         """The compiled pipeline's spectra for tiling ``t`` (kept like the others)."""
-        key = ("compiled", t.mode, t.fft_shape)
+        return self._kept(("compiled", t.mode, t.fft_shape),
+                          lambda: fft_compiled.spectra(self.problem, self.canonical, t,
+                                                       threads, keep=not self.one_call))
+
+    def _kept(self, key: tuple, compute) -> np.ndarray:
+        """The spectrum kept under ``key``, else ``compute()``'s, kept (the latest
+        MAX_KEPT_SPECTRA)."""
         with self._lock:
             found = self._spectra.get(key)
             if found is not None:
                 self._spectra.move_to_end(key)
                 return found
-            spectrum = fft_compiled.spectra(self.problem, self.canonical, t, threads,
-                                            keep=not self.one_call)
+            spectrum = compute()
             self._spectra[key] = spectrum
             self.transforms += 1
             while len(self._spectra) > MAX_KEPT_SPECTRA:

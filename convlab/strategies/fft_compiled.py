@@ -28,9 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from convlab.runtime import cpu
 from convlab.runtime.threads import available_cores
 from convlab.strategies import im2col
-from convlab.strategies.fft_geometry import stretched_kernel, whole_axis_length
+from convlab.strategies.fft_geometry import (
+    candidate_grid,
+    stretched_kernel,
+    whole_axis_length,
+)
 from convlab.strategies.kernels import _fft
 
 # Depthwise layers with fewer groups than this, and banks with fewer outputs per group,
@@ -131,18 +136,12 @@ def _tiling(problem, limit: int, cores: int) -> LaneTiling | None:
     axes = [_axis_candidates(problem, axis) for axis in range(r)]
     if any(not c for c in axes):
         return None
-    grids = np.meshgrid(*[np.arange(len(c)) for c in axes], indexing="ij")
-    picks = [g.ravel() for g in grids]
-    lengths = np.stack([np.array([c[0] for c in axes[a]], dtype=np.float64)[picks[a]]
-                        for a in range(r)], axis=1)
-    held = np.stack([np.array([c[1] for c in axes[a]], dtype=np.float64)[picks[a]]
-                     for a in range(r)], axis=1)
+    lengths, held = candidate_grid(axes)
     points = lengths.prod(axis=1)
     scratch_bytes = 4 * (4 * points * _fft.LANES + 4 * lengths.max(axis=1) * _fft.LANES)
     fits = scratch_bytes * cores <= limit
     if not fits.any():
         return None
-    from convlab.runtime import cpu
     spill = np.where(scratch_bytes > cpu.cache_bytes("L2", 1 << 20), L2_SPILL, 1.0)
     tiles = np.ceil(np.asarray(problem.output_shape, dtype=np.float64) / held).prod(axis=1)
     step = _out_blocks_per_task(problem, tiles, cores)

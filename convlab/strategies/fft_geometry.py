@@ -1,6 +1,8 @@
 """The geometry of fft's overlap-save tiles that both of its pipelines share."""
 from __future__ import annotations
 
+import numpy as np
+
 
 def stretched_kernel(problem) -> tuple[int, ...]:
     """Ke per axis: the dilated kernel's extent, (K - 1) * D + 1."""
@@ -22,3 +24,13 @@ def whole_axis_length(problem, axis: int) -> int:
     end = min(problem.pads_begin[axis] + problem.input_shape[axis], span)
     # the kept positions themselves must fit in the tile
     return max(end, span - begin, (problem.output_shape[axis] - 1) * problem.strides[axis] + 1)
+
+
+def candidate_grid(axes: list[list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Every combination of the axes' (transform length, outputs per tile) candidates, in
+    ``itertools.product`` order: the lengths and the outputs, one row per combination."""
+    grids = np.meshgrid(*[np.arange(len(c)) for c in axes], indexing="ij")
+    picks = [grid.ravel() for grid in grids]
+    columns = [np.array(c, dtype=np.int64)[pick] for c, pick in zip(axes, picks)]
+    return (np.stack([c[:, 0] for c in columns], axis=1),
+            np.stack([c[:, 1] for c in columns], axis=1))

@@ -553,22 +553,29 @@ FT_DISPATCHED(ft_bank_task,
 #undef FT_DISPATCHED
 #undef FT_LEVEL_COPY
 
-/* Every depthwise task (channel block major, then image, then spatial tile) on `threads`
- * threads, each with its own scratch at `scratch + thread * scratch_stride`. A one-thread
- * call opens no OpenMP region (whose closing barrier costs a system call). */
-static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const float *src,
-                             const float *spectra, const float *bias, float *dst,
-                             float *scratch, Py_ssize_t scratch_stride, int threads)
+/* What one driver's tasks share, and the task it runs by index. */
+typedef struct {
+    const ft_geometry *g;
+    const fl_plan *plans;
+    const float *src, *spectra, *bias, *w;
+    float *dst, *out;
+    Py_ssize_t tiles, per_block, per_group, ob_tasks, ob_step, out_blocks, n;
+    int depthwise;
+} ft_run;
+
+typedef void (*ft_task_fn)(const ft_run *r, Py_ssize_t t, const ft_scratch *s);
+
+/* Tasks [0, tasks) on `threads` threads, each with its own scratch at
+ * `scratch + thread * scratch_stride`, taken in turn. A one-thread call opens no OpenMP
+ * region (whose closing barrier costs a system call). */
+static void ft_run_tasks(const ft_run *r, ft_task_fn task, Py_ssize_t tasks, float *scratch,
+                         Py_ssize_t scratch_stride, int threads)
 {
-    const Py_ssize_t tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
-    const Py_ssize_t per_block = g->batch * tiles;
-    const Py_ssize_t tasks = (g->groups + FT_PAIR - 1) / FT_PAIR * per_block;
     if (threads <= 1) {
         ft_scratch s;
-        ft_scratch_carve(g, scratch, &s);
+        ft_scratch_carve(r->g, scratch, &s);
         for (Py_ssize_t t = 0; t < tasks; t++)
-            ft_depthwise_task(g, plans, src, spectra, bias, dst, t / per_block,
-                              (t % per_block) / tiles, t % tiles, &s);
+            task(r, t, &s);
         return;
     }
 #ifdef _OPENMP
@@ -576,78 +583,77 @@ static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const f
 #endif
     for (Py_ssize_t t = 0; t < tasks; t++) {
         ft_scratch s;
-        ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
-        ft_depthwise_task(g, plans, src, spectra, bias, dst, t / per_block,
-                          (t % per_block) / tiles, t % tiles, &s);
+        ft_scratch_carve(r->g, scratch + omp_get_thread_num() * scratch_stride, &s);
+        task(r, t, &s);
     }
 }
 
-/* Every bank task: group major, then 8 (image, tile) units at a time, then `ob_step`
- * blocks of 16 outputs at a time (each task transforms its units' input again). */
+/* Depthwise task t: channel block major, then image, then spatial tile. */
+static void ft_depthwise_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
+{
+    ft_depthwise_task(r->g, r->plans, r->src, r->spectra, r->bias, r->dst, t / r->per_block,
+                      (t % r->per_block) / r->tiles, t % r->tiles, s);
+}
+
+/* Bank task t: group major, then 8 (image, tile) units at a time, then `ob_step` blocks
+ * of 16 outputs at a time (each task transforms its units' input again). */
+static void ft_bank_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
+{
+    const Py_ssize_t ob = t % r->ob_tasks * r->ob_step;
+    ft_bank_task(r->g, r->plans, r->src, r->spectra, r->bias, r->dst, t / r->per_group,
+                 (t % r->per_group) / r->ob_tasks * FL_LANES, ob, ob + r->ob_step, s);
+}
+
+/* Spectrum task t: depthwise, channel block t (4 N 8 floats); banks, (group, block of 16
+ * outputs) (2 N 8 floats). */
+static void ft_spectrum_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
+{
+    if (r->depthwise)
+        ft_depthwise_spectrum(r->g, r->plans, r->w, t, r->out + t * 4 * r->n, s);
+    else
+        ft_bank_spectrum(r->g, r->plans, r->w, t / r->out_blocks, t % r->out_blocks,
+                         r->out + t * 2 * r->n, s);
+}
+
+static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const float *src,
+                             const float *spectra, const float *bias, float *dst,
+                             float *scratch, Py_ssize_t scratch_stride, int threads)
+{
+    ft_run r = {0};
+    r.g = g; r.plans = plans; r.src = src; r.spectra = spectra; r.bias = bias; r.dst = dst;
+    r.tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
+    r.per_block = g->batch * r.tiles;
+    ft_run_tasks(&r, ft_depthwise_task_at, (g->groups + FT_PAIR - 1) / FT_PAIR * r.per_block,
+                 scratch, scratch_stride, threads);
+}
+
 static void ft_run_bank(const ft_geometry *g, const fl_plan *plans, const float *src,
                         const float *spectra, const float *bias, float *dst,
                         Py_ssize_t ob_step, float *scratch, Py_ssize_t scratch_stride,
                         int threads)
 {
+    ft_run r = {0};
+    r.g = g; r.plans = plans; r.src = src; r.spectra = spectra; r.bias = bias; r.dst = dst;
     const Py_ssize_t units = g->batch * g->tiles[0] * g->tiles[1] * g->tiles[2];
-    const Py_ssize_t unit_blocks = (units + FL_LANES - 1) / FL_LANES;
     const Py_ssize_t out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
-    if (ob_step < 1) ob_step = 1;
-    const Py_ssize_t ob_tasks = (out_blocks + ob_step - 1) / ob_step;
-    const Py_ssize_t per_group = unit_blocks * ob_tasks;
-    const Py_ssize_t tasks = g->groups * per_group;
-#define FT_BANK_TASK(t, sp)                                                                 \
-    ft_bank_task(g, plans, src, spectra, bias, dst, (t) / per_group,                        \
-                 ((t) % per_group) / ob_tasks * FL_LANES,                                   \
-                 (t) % ob_tasks * ob_step, (t) % ob_tasks * ob_step + ob_step, sp)
-    if (threads <= 1) {
-        ft_scratch s;
-        ft_scratch_carve(g, scratch, &s);
-        for (Py_ssize_t t = 0; t < tasks; t++)
-            FT_BANK_TASK(t, &s);
-        return;
-    }
-#ifdef _OPENMP
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-#endif
-    for (Py_ssize_t t = 0; t < tasks; t++) {
-        ft_scratch s;
-        ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
-        FT_BANK_TASK(t, &s);
-    }
-#undef FT_BANK_TASK
+    r.ob_step = ob_step < 1 ? 1 : ob_step;
+    r.ob_tasks = (out_blocks + r.ob_step - 1) / r.ob_step;
+    r.per_group = (units + FL_LANES - 1) / FL_LANES * r.ob_tasks;
+    ft_run_tasks(&r, ft_bank_task_at, g->groups * r.per_group, scratch, scratch_stride,
+                 threads);
 }
 
-/* The spectra: depthwise, one task per channel block (4 N 8 floats each); banks, one per
- * (group, block of 16 outputs) (2 N 8 floats each). */
 static void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const float *w,
                            int depthwise, float *out, float *scratch,
                            Py_ssize_t scratch_stride, int threads)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES;
-    const Py_ssize_t out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
-    const Py_ssize_t tasks = depthwise ? (g->groups + FT_PAIR - 1) / FT_PAIR
-                                       : g->groups * out_blocks;
-    if (threads <= 1) {
-        ft_scratch s;
-        ft_scratch_carve(g, scratch, &s);
-        for (Py_ssize_t t = 0; t < tasks; t++) {
-            if (depthwise) ft_depthwise_spectrum(g, plans, w, t, out + t * 4 * n, &s);
-            else ft_bank_spectrum(g, plans, w, t / out_blocks, t % out_blocks,
-                                  out + t * 2 * n, &s);
-        }
-        return;
-    }
-#ifdef _OPENMP
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-#endif
-    for (Py_ssize_t t = 0; t < tasks; t++) {
-        ft_scratch s;
-        ft_scratch_carve(g, scratch + omp_get_thread_num() * scratch_stride, &s);
-        if (depthwise) ft_depthwise_spectrum(g, plans, w, t, out + t * 4 * n, &s);
-        else ft_bank_spectrum(g, plans, w, t / out_blocks, t % out_blocks,
-                              out + t * 2 * n, &s);
-    }
+    ft_run r = {0};
+    r.g = g; r.plans = plans; r.w = w; r.out = out; r.depthwise = depthwise;
+    r.n = ft_points(g) * FL_LANES;
+    r.out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
+    ft_run_tasks(&r, ft_spectrum_task_at,
+                 depthwise ? (g->groups + FT_PAIR - 1) / FT_PAIR : g->groups * r.out_blocks,
+                 scratch, scratch_stride, threads);
 }
 
 #endif /* CONVLAB_FFT_TILES_H */
