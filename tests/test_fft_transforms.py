@@ -4,6 +4,7 @@ against NumPy's FFT in float64."""
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -82,3 +83,41 @@ def test_the_environment_variable_keeps_ducc0_out(monkeypatch):
     monkeypatch.delenv("CONVLAB_FFT_BACKEND")
     name, _ = fft_transforms._load()
     assert name == ("ducc0" if importlib.util.find_spec("ducc0") else "scipy-pocketfft")
+
+
+@BACKEND_SETTING
+@pytest.mark.parametrize("shape, axis", [((5, 140, 54, 12), 1), ((5, 140, 54, 12), 2),
+                                         ((35, 270, 64), 0), ((2, 3, 1000, 100), 3)])
+def test_every_thread_count_gives_the_same_bits(rng, backend, shape, axis):
+    """Large enough to be cut into pieces; ducc0's own threads gave other bits at AVX-512."""
+    a = rng.standard_normal(shape).astype(np.float32)
+    z = (a + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    half = list(shape)
+    half[axis] = shape[axis] // 2 + 1
+    assert len(fft_transforms.line_pieces(z.shape, axis, z.itemsize)[1]) > 1
+    results = []
+    for threads in (1, 2, 3, 8):
+        spectrum = np.empty(half, np.complex64)
+        fft_transforms.r2c(a, axis, spectrum, threads)
+        lines = np.empty_like(z)
+        fft_transforms.c2c(z, axis, True, lines, threads)
+        real = np.empty_like(a)
+        fft_transforms.c2r(spectrum, axis, shape[axis], real, threads)
+        results.append((spectrum, lines, real))
+    for other in results[1:]:
+        for got, want in zip(other, results[0]):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, axis", [
+    ((5, 70, 27, 6), 1), ((1, 1, 9), 2), ((7,), 0), ((3, 1, 50000), 2), ((400, 300), 0),
+    ((2000, 700), 1), ((3, 900, 700), 0), ((1080, 541), 0), ((1080, 541), 1)])
+def test_line_pieces_cover_the_other_axis_once(shape, axis):
+    split, pieces = fft_transforms.line_pieces(shape, axis, 8)
+    assert pieces[0][0] == 0 and pieces[-1][1] == shape[split]
+    assert all(lo < hi for lo, hi in pieces)
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    assert split != axis or len(pieces) == 1
+    # every piece but the last holds whole batches of lines
+    inner = math.prod(shape[k] for k in range(split + 1, len(shape)) if k != axis)
+    assert all((hi - lo) * inner % fft_transforms.LINE_BATCH == 0 for lo, hi in pieces[:-1])

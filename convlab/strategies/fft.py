@@ -17,7 +17,7 @@ The steps, for a block of tiles (spatial tile x image pairs) and a chunk of grou
   (negative pads crop), into a real buffer (L..., tiles, channels);
 * the forward real transform over the spatial axes, axis by axis from the last, each pass
   over the lines that hold data only (a 14x14 image in a 27x27 tile skips half of the
-  first pass), with ``workers=threads``;
+  first pass), in pieces of lines shared by the threads (:mod:`.fft_transforms`);
 * the contraction per frequency: a batched complex GEMM (``numpy.matmul``, per group, BLAS
   held at one thread while this module's threads split the frequencies), or, for few
   channels per group (depthwise), a broadcast product;
@@ -69,14 +69,14 @@ once). "auto" and "tune" weigh fft from AUTO_MIN_KERNEL_TAPS kernel taps on.
 
 Threads: where the contraction is the broadcast product and there are several groups
 (depthwise layers), the groups are independent from the gather to the crop, and
-(block, slice of groups) tasks each run the whole pipeline on one thread of this module's
-pool, the tasks shared by the threads. Otherwise the transforms run on pocketfft's threads
-(``workers=threads``), the contraction on this module's pool, the BLAS at one thread
-meanwhile, and the gathers and crops on the calling thread; nothing runs wide at the same
-time. The weights' transform runs in chunks of filters, one thread each (see
-:func:`weight_spectrum`). The tile shape, blocks, group slices, weight chunks and the
-frequency chunks the threads share do not depend on ``threads``, so every thread count
-gives the same result, bit for bit.
+(block, slice of groups) tasks each run the whole pipeline on one thread of the fft
+pool (:func:`.fft_transforms.run_parallel`), the tasks shared by the threads. Otherwise
+the transforms run in pieces of lines and the contraction in chunks of frequencies, both
+shared by the threads of that pool (the BLAS at one thread meanwhile), and the gathers and
+crops on the calling thread; nothing runs wide at the same time. The weights' transform
+runs in chunks of filters, one thread each (see :func:`weight_spectrum`). The tile shape,
+blocks, group slices, weight chunks, transform pieces and frequency chunks do not depend
+on ``threads``, so every thread count gives the same result, bit for bit.
 
 Buffers: a block's input tiles, their spectrum, the output spectrum and output tiles
 live in the buffer im2col keeps per thread between calls (within the same workspace
@@ -87,7 +87,6 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
@@ -497,8 +496,8 @@ def weight_spectrum(problem, by_tap: np.ndarray, fft_shape, threads: int) -> np.
         part = (slice(None),) * split_axis + (slice(lo, hi),)
         _chunk_spectrum(problem, by_tap[part], fft_shape, spectrum[part])
 
-    _run_parallel(work, [(lo, min(count, lo + step)) for lo in range(0, count, step)],
-                  threads)
+    chunks = [(lo, min(count, lo + step)) for lo in range(0, count, step)]
+    fft_transforms.run_parallel(work, chunks, threads)
     return spectrum.reshape(math.prod(spectrum_shape(fft_shape)), *filters)
 
 
@@ -643,57 +642,10 @@ def _fill_padding_only(problem, dst, bias) -> None:
 
 # --------------------------------------------------------------------------- contraction
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=max(1, available_cores() - 1),
-                                       thread_name_prefix="convlab-fft")
-        return _pool
-
-
 def frequency_chunks(freqs: int, per_frequency_bytes: int) -> list[tuple[int, int]]:
     """Frequency ranges of about CHUNK_BYTES each (independent of the thread count)."""
     size = max(1, CHUNK_BYTES // max(1, per_frequency_bytes))
     return [(f, min(freqs, f + size)) for f in range(0, freqs, size)]
-
-
-def _run_parallel(work, chunks, threads: int) -> None:
-    """``work(*chunk)`` on every chunk, on up to ``threads`` threads (the caller is one of
-    them), each taking the next chunk not yet taken.
-
-    A helper that has not started when the caller runs out of chunks is cancelled rather
-    than waited for: on a busy machine waking a pool thread took milliseconds (4 ms a
-    call, a 48x48, 16-channel layer at load 6), more than a small layer's contraction.
-    Which thread computes a chunk does not change its result.
-    """
-    threads = max(1, min(threads, len(chunks)))
-    if threads == 1:
-        for chunk in chunks:
-            work(*chunk)
-        return
-    pending = iter(chunks)
-    lock = threading.Lock()
-
-    def drain():
-        while True:
-            with lock:
-                chunk = next(pending, None)
-            if chunk is None:
-                return
-            work(*chunk)
-
-    helpers = [_executor().submit(drain) for _ in range(threads - 1)]
-    try:
-        drain()
-    finally:
-        for helper in helpers:
-            if not helper.cancel():
-                helper.result()
 
 
 def contract(x: np.ndarray, w: np.ndarray, y: np.ndarray, groups: int, contraction: str,
@@ -715,7 +667,7 @@ def contract(x: np.ndarray, w: np.ndarray, y: np.ndarray, groups: int, contracti
             for i in range(1, icg):
                 out += x4[lo:hi, :, :, i:i + 1] * w[lo:hi, None, :, i, :]
 
-        _run_parallel(work, chunks, threads)
+        fft_transforms.run_parallel(work, chunks, threads)
         return
 
     def work(lo, hi):
@@ -724,7 +676,7 @@ def contract(x: np.ndarray, w: np.ndarray, y: np.ndarray, groups: int, contracti
                       out=y[lo:hi, :, g * ocg:(g + 1) * ocg])
 
     with blas_limit(1):
-        _run_parallel(work, chunks, threads)
+        fft_transforms.run_parallel(work, chunks, threads)
 
 
 # --------------------------------------------------------------------------- run
@@ -825,7 +777,7 @@ def _run_blocks(problem, src, spectrum, bias, dst, threads, t: Tiling) -> int:
         def work(b, g0, g1):
             _block_pipeline(problem, src, block_list[b], g0, g1, spectrum, bias, dst, t, 1)
 
-        _run_parallel(work, tasks, concurrent)
+        fft_transforms.run_parallel(work, tasks, concurrent)
         return len(block_list) * -(-problem.groups // t.group_chunk)
     block_count = 0
     for g0 in range(0, problem.groups, t.group_chunk):
