@@ -567,12 +567,20 @@ WG_PER_LEVEL void WG_FN(wg_weight_tiles_body)(
                 swap = cur; cur = other; other = swap;
             }
             WG_FN(wg_pass)(cur, cc, other, cc, g2, a2, k2, a0 * a1, cc);
-            for (Py_ssize_t pos = p_lo; pos < p_hi; pos++)
-                for (Py_ssize_t v = 0; v < cc; v++) {
-                    const Py_ssize_t oc = c0 + v;
-                    U[pos * pos_stride + (oc / nr) * ICg * nr + ic * nr + oc % nr] =
-                        other[pos * cc + v];
+            /* each position's chunk goes out as runs within a panel: a division per value
+             * to find its panel took 3 ms of a 1-D F(4) call's 4.4 ms on a 512 x 512
+             * filter (Intel Xeon family 6 model 207, 2 threads) */
+            for (Py_ssize_t pos = p_lo; pos < p_hi; pos++) {
+                const WG_REAL *values = other + pos * cc;
+                WG_REAL *plane = U + pos * pos_stride + ic * nr;
+                for (Py_ssize_t v = 0; v < cc;) {
+                    const Py_ssize_t oc = c0 + v, lane = oc % nr;
+                    const Py_ssize_t run = (nr - lane) < (cc - v) ? (nr - lane) : (cc - v);
+                    memcpy(plane + (oc / nr) * ICg * nr + lane, values + v,
+                           (size_t)run * sizeof(WG_REAL));
+                    v += run;
                 }
+            }
         }
     }
 }
