@@ -2,6 +2,8 @@
 
     python bench/fit_measure_margin.py --threads 1,2 --csv bench/results/plan_timings.csv
     python bench/fit_measure_margin.py --from-csv run1.csv run2.csv --write
+    python bench/fit_measure_margin.py --from-csv bench/results/resnet_50_*.csv ...
+        # the forced plans (plan:<name>) of `python -m convlab bench --csv` files
 
 A plan (``convlab.Convolution``, ``choose="measure"``) times, on its first call for a
 shape, the contenders whose prepared-weights estimates
@@ -145,17 +147,31 @@ def collect(args):
     return rows
 
 
+def _plan_rows(handle):
+    """(suite, layer, mb, threads, algorithm, fastest seconds, median seconds) per row of
+    this script's CSV, or per forced plan (``plan:<name>``) of a ``python -m convlab
+    bench --csv`` file, whose plans run exactly as a plan's measured first call does."""
+    for r in csv.DictReader(handle):
+        if "contender" not in r:
+            yield (r["suite"], r["layer"], int(r["mb"]), int(r["threads"]), r["algorithm"],
+                   float(r["min_seconds"]), float(r["seconds"]))
+        elif r["contender"].startswith("plan:") and r["median_ms"]:
+            yield (r["suite"], r["layer"], int(r["mb"]), int(r["threads"]),
+                   r["contender"][len("plan:"):], float(r["min_ms"]) / 1e3,
+                   float(r["median_ms"]) / 1e3)
+
+
 def load_plan_timings(paths, statistic):
-    """Rows of stored CSVs, one per layer, batch, threads and algorithm: with
-    ``statistic="min"`` the least of every run's fastest call (on a loaded machine other
-    jobs only ever add time), else the median of the runs' medians."""
+    """Rows of stored CSVs (this script's, or the bench's forced plans), one per layer,
+    batch, threads and algorithm: with ``statistic="min"`` the least of every run's
+    fastest call (on a loaded machine other jobs only ever add time), else the median of
+    the runs' medians."""
     grouped = {}
     for path in paths:
         with open(path, newline="") as handle:
-            for r in csv.DictReader(handle):
-                key = (r["suite"], r["layer"], int(r["mb"]), int(r["threads"]), r["algorithm"])
-                value = r["min_seconds"] if statistic == "min" else r["seconds"]
-                grouped.setdefault(key, []).append(float(value))
+            for suite, layer, mb, threads, name, fastest, median in _plan_rows(handle):
+                value = fastest if statistic == "min" else median
+                grouped.setdefault((suite, layer, mb, threads, name), []).append(value)
     pick = min if statistic == "min" else statistics.median
     return [dict(suite=suite, layer=layer, mb=mb, threads=threads, algorithm=name,
                  seconds=pick(times))

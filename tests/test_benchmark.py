@@ -209,3 +209,30 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
     runs = {r["contender"]: r["plan_runs"] for r in rows}
     assert runs["plan:direct"] == "direct" and runs["plan"] in convlab.algorithms()
     assert runs["direct"] == ""
+
+
+def test_the_measure_margin_fit_reads_the_forced_plans_of_bench_csvs(tmp_path):
+    """bench/fit_measure_margin.py --from-csv takes `convlab bench --csv` files: their
+    plan:<name> rows are plan timings, the one-shot and peer rows are not."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "fit_measure_margin.py"
+    spec = importlib.util.spec_from_file_location("fit_measure_margin", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    fields = ["suite", "layer", "mb", "threads", "contender", "median_ms", "min_ms"]
+    rows = [["s", "s:a", 1, 2, "direct", 1.0, 0.9], ["s", "s:a", 1, 2, "plan:direct", 2.0, 1.5],
+            ["s", "s:a", 1, 2, "plan:im2col", 3.0, 2.5], ["s", "s:a", 1, 2, "torch", 1.0, 1.0],
+            ["s", "s:a", 1, 2, "plan:winograd4", "", ""]]
+    runs = []
+    for run, scale in enumerate((1.0, 2.0)):
+        runs.append(tmp_path / f"run{run}.csv")
+        with open(runs[-1], "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(fields)
+            writer.writerows(r[:5] + ([r[5] * scale, r[6] * scale] if r[5] else ["", ""])
+                             for r in rows)
+    got = {r["algorithm"]: r["seconds"] for r in script.load_plan_timings(runs, "min")}
+    assert got == pytest.approx({"direct": 1.5e-3, "im2col": 2.5e-3})
+    got = {r["algorithm"]: r["seconds"] for r in script.load_plan_timings(runs, "median")}
+    assert got == pytest.approx({"direct": 3e-3, "im2col": 4.5e-3})
