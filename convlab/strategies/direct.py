@@ -68,19 +68,40 @@ class PreparedWeights:
     depthwise: bool
     array: np.ndarray
 
-    @functools.cached_property
+    @property
     def zero_bias(self) -> np.ndarray:
-        """The bias the kernel reads when there is none, allocated once rather than per call."""
+        """The bias the kernel reads when there is none (shared and read-only)."""
         shape = self.array.shape[-1:] if self.depthwise else (self.array.shape[0],
                                                               self.array.shape[-1])
-        return np.zeros(shape, dtype=self.array.dtype)
+        return _zeros(shape, self.array.dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A read-only array of zeros, made once per shape: one-shot calls on small layers
+    spent a microsecond or two allocating a fresh one."""
+    zeros = np.zeros(shape, dtype=dtype)
+    zeros.flags.writeable = False
+    return zeros
+
+
+@functools.lru_cache(maxsize=256)
+def _weight_layout(problem) -> tuple[tuple[int, ...], int, bool, bool]:
+    """The kernel shape lifted to three axes, the padded channel count, whether the
+    problem is depthwise, and whether its dense weights need no packing (whole vectors of
+    output channels): worked out once per problem, as they are on every one-shot call."""
+    kernel = lift_spatial(problem.kernel_shape, problem.rank, 1)
+    itemsize = problem.dtype.itemsize
+    if is_depthwise(problem):
+        return kernel, _direct.padded_channels(problem.groups, itemsize), True, False
+    ocg = problem.out_channels_per_group
+    padded = _direct.padded_channels(ocg, itemsize)
+    return kernel, padded, False, padded == ocg
 
 
 def _reuses_weights(problem) -> bool:
     """Dense weights whose OC/G fills whole vectors need no packing (prepare_weights)."""
-    ocg = problem.out_channels_per_group
-    return (not is_depthwise(problem)
-            and _direct.padded_channels(ocg, problem.dtype.itemsize) == ocg)
+    return _weight_layout(problem)[3]
 
 
 def prepare_weights(problem, weights, one_shot: bool = False) -> PreparedWeights:
@@ -88,11 +109,9 @@ def prepare_weights(problem, weights, one_shot: bool = False) -> PreparedWeights
 
     ``one_shot``: for one call only, so dense weights already in the kernel's layout up to
     the strides (a grouped view of XIO weights) are read in place rather than copied."""
-    kernel = lift_spatial(problem.kernel_shape, problem.rank, 1)
+    kernel, padded, depthwise, reuses = _weight_layout(problem)
     g, icg, ocg = problem.groups, problem.in_channels_per_group, problem.out_channels_per_group
-    itemsize = problem.dtype.itemsize
-    if is_depthwise(problem):
-        padded = _direct.padded_channels(g, itemsize)
+    if depthwise:
         # (taps, channels): XIO weights already lie so, and the canonical (G, taps) is a
         # transposed view of them; then whole vectors of channels need no copy at all.
         by_tap = np.asarray(weights, dtype=problem.dtype).reshape(g, -1).T
@@ -100,8 +119,7 @@ def prepare_weights(problem, weights, one_shot: bool = False) -> PreparedWeights
             return PreparedWeights(True, by_tap.reshape(*kernel, padded))
         packed = specialized(_direct.pack_depthwise, by_tap.dtype)(by_tap, padded)
         return PreparedWeights(True, packed.reshape(*kernel, padded))
-    padded = _direct.padded_channels(ocg, itemsize)
-    if _reuses_weights(problem):
+    if reuses:
         # Already in the kernel's layout (the canonical one, whole vectors of channels):
         # a one-shot call then skips copying the weights, which on weight-heavy layers
         # costs about as much as a tenth of the convolution.

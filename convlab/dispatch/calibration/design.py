@@ -6,7 +6,8 @@ holds, beside ordinary layers, problems where one term dominates: a tiny call (t
 cost of a call), a thin 3x3 (Winograd's tile transforms, direct's inner loops), weights
 too large for L2 (streamed from further out), output channels that are not whole vectors
 (direct packs its weights), a 1x1 on 2048 channels of 49 pixels (BLAS packs a large
-operand for few rows), a strided 1x1 (im2col's gather path), depthwise and grouped
+operand for few rows) and one on 576 channels of 16 pixels (the packing from cache is
+the work), a strided 1x1 (im2col's gather path), depthwise and grouped
 layers, 1-D and 3-D problems (their own Winograd terms), and large kernels (15x15 to
 31x31, 63 to 127 taps, 5^3 and 7^3), where fft's transforms and contraction weigh.
 ``why`` names the terms each problem is there for; ``tests/test_calibration.py`` checks
@@ -83,6 +84,10 @@ DESIGN: tuple[DesignProblem, ...] = (
     DesignProblem("pointwise_7_wide", "mb1ic2048ih7oc512oh7kh1ph0",
                   "im2col packed_weight_bytes (4 MB of weights, 49 rows); direct "
                   "weight_stream_bytes_uncached", plan=True),
+    DesignProblem("pointwise_4_deep", "mb1ic576ih4oc128oh4kh1ph0",
+                  "im2col packed_weight_bytes where the weights (295 KB) stay in cache "
+                  "and one GEMM is all the work; direct's call against it (GoogLeNet's "
+                  "loss heads: 16 pixels, 576 channels)"),
     DesignProblem("strided_1x1", "g1mb1ic256ih56iw56oc128oh28ow28kh1kw1sh2sw2ph0pw0",
                   "im2col gather_gemm_flops; direct src_bytes (3/4 of src unread)"),
     DesignProblem("few_in_channels_1x1", "mb1ic4ih56oc256oh56kh1ph0",

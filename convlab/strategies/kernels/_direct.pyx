@@ -15,7 +15,7 @@ Weights arrive repacked by ``convlab.strategies.direct.prepare_weights``:
 import numpy as _np
 
 cimport cython
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 from cython.parallel cimport prange
 
@@ -302,11 +302,12 @@ cdef int _attach_epilogue(cl_geom *g, Epilogue epilogue, object dtype) except -1
 
 
 cdef int _check_extents(const cl_geom *g) except -1:
-    cdef Py_ssize_t axis
-    for axis, extents in enumerate(((g.OD, g.ID, g.KD), (g.OH, g.IH, g.KH), (g.OW, g.IW, g.KW))):
-        if min(extents) < 1:
-            raise ValueError(f"spatial axis {axis}: output, input and kernel extents "
-                             f"{extents} must all be >= 1")
+    if min(g.OD, g.ID, g.KD) < 1 or min(g.OH, g.IH, g.KH) < 1 or min(g.OW, g.IW, g.KW) < 1:
+        for axis, extents in enumerate(((g.OD, g.ID, g.KD), (g.OH, g.IH, g.KH),
+                                        (g.OW, g.IW, g.KW))):
+            if min(extents) < 1:
+                raise ValueError(f"spatial axis {axis}: output, input and kernel extents "
+                                 f"{extents} must all be >= 1")
     return 0
 
 
@@ -356,23 +357,43 @@ def weight_row_strides(shape, strides, Py_ssize_t itemsize):
     conv_direct reads them: contiguous channels, (tap, input channel) rows one positive
     stride apart and at least OCgp elements, as in packed weights and grouped views of XIO
     weights; a ValueError otherwise (prepare_weights then copies)."""
+    cdef Py_ssize_t c_shape[6]
+    cdef Py_ssize_t c_strides[6]
+    cdef Py_ssize_t row, group, axis
+    for axis in range(6):
+        c_shape[axis] = shape[axis]
+        c_strides[axis] = strides[axis]
+    _row_strides(c_shape, c_strides, itemsize, &row, &group)
+    return row, group
+
+
+cdef int _row_strides(const Py_ssize_t *shape, const Py_ssize_t *strides, Py_ssize_t itemsize,
+                      Py_ssize_t *row_out, Py_ssize_t *group_out) except -1:
+    """weight_row_strides on C arrays (conv_direct runs it on every call)."""
+    cdef Py_ssize_t axis, row, expected, group
     if shape[5] > 1 and strides[5] != itemsize:
         raise ValueError(f"weights' last axis has stride {strides[5]}; expected {itemsize} "
                          f"(contiguous channels)")
     # the innermost row axis longer than one sets the stride; every other one must follow
-    row = next((strides[axis] // itemsize for axis in (4, 3, 2, 1) if shape[axis] > 1),
-               shape[5])
+    row = shape[5]
+    for axis in range(4, 0, -1):
+        if shape[axis] > 1:
+            row = strides[axis] // itemsize
+            break
     expected = row
-    for axis in (4, 3, 2, 1):
+    for axis in range(4, 0, -1):
         if shape[axis] > 1 and strides[axis] != expected * itemsize:
-            raise ValueError(f"weights have strides {tuple(strides[:6])}; expected their "
-                             f"(tap, input channel) rows one stride apart")
+            raise ValueError(f"weights have strides {tuple(strides[i] for i in range(6))}; "
+                             f"expected their (tap, input channel) rows one stride apart")
         expected *= shape[axis]
     group = strides[0] // itemsize if shape[0] > 1 else 0
     if row < shape[5] or group < 0 or strides[0] % itemsize:
-        raise ValueError(f"weights have strides {tuple(strides[:6])}; expected rows of at "
-                         f"least {shape[5]} elements, groups at positive strides")
-    return row, group
+        raise ValueError(f"weights have strides {tuple(strides[i] for i in range(6))}; "
+                         f"expected rows of at least {shape[5]} elements, groups at positive "
+                         f"strides")
+    row_out[0] = row
+    group_out[0] = group
+    return 0
 
 
 def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, :] weights,
@@ -406,21 +427,26 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, :] we
         raise ValueError(f"weights' last axis is {g.OCgp}; expected OCg={g.OCg} padded to "
                          f"{padded_channels(g.OCg, sizeof(real))} (see prepare_weights)")
     _check_extents(&g)
-    g.w_row, g.w_group = weight_row_strides(weights.shape, weights.strides, sizeof(real))
+    _row_strides(weights.shape, weights.strides, sizeof(real), &g.w_row, &g.w_group)
     if bias is None:
         bias = _np.zeros((g.G, g.OCgp), dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.G or bias.shape[1] != g.OCgp:
         raise ValueError(f"bias has shape {tuple(bias.shape)[:2]}; expected ({g.G}, {g.OCgp})")
 
-    # Padding taps read these instead of src.
-    zeros = _np.zeros(g.KW * g.ICg, dtype=_np.float32 if real is float else _np.float64)
-    cdef const real[::1] zv = zeros
-    g.zeros = &zv[0]
-    _attach_epilogue(&g, epilogue, _np.dtype(_np.float32 if real is float else _np.float64))
+    if epilogue is not None:
+        _attach_epilogue(&g, epilogue, _np.dtype(_np.float32 if real is float else _np.float64))
 
-    with nogil:
-        _run_items(&g, &src[0, 0, 0, 0, 0], &weights[0, 0, 0, 0, 0, 0], &bias[0, 0],
-                   &dst[0, 0, 0, 0, 0], threads)
+    # Padding taps read these instead of src.
+    cdef real *zeros = <real *>calloc(g.KW * g.ICg, sizeof(real))
+    if zeros == NULL:
+        raise MemoryError("direct: no memory for the padding taps' zeros")
+    g.zeros = zeros
+    try:
+        with nogil:
+            _run_items(&g, &src[0, 0, 0, 0, 0], &weights[0, 0, 0, 0, 0, 0], &bias[0, 0],
+                       &dst[0, 0, 0, 0, 0], threads)
+    finally:
+        free(zeros)
 
 
 def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] weights,
