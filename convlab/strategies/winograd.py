@@ -642,16 +642,27 @@ def _make_prepare(m: int):
 
 # --------------------------------------------------------------------------- cost
 
+# The tile transforms' vector: 64 bytes at every level (one AVX-512 register, two AVX2 or
+# four SSE2 ones).
+TRANSFORM_VECTOR_BYTES = 64
+
+
 def transform_flops(m: int, problem) -> int:
     """2 x multiply-adds of the input and output tile transforms, counting the zero
-    entries of B^T and A^T (the 2-D register path multiplies them too)."""
+    entries of B^T and A^T (the 2-D register path multiplies them too) and the unused
+    lanes of each group's last vector of channels: the transforms run whole 64-byte
+    vectors at every level (WG_VL, winograd_template.h), so that 3-D F(2) on 4 to 16
+    channels of 16x32x32 takes the same 4 ms (one thread, avx512)."""
     r, alpha = problem.rank, m + wt.KERNEL - 1
     # input: r passes, each alpha^(r-1) lines of alpha x alpha multiply-adds per channel
     per_channel_in = r * alpha ** (r + 1)
     # output: the last axis first (alpha^(r-1) lines), then lines shrinking to m
     per_channel_out = sum(alpha ** (r - 1 - k) * m ** k * m * alpha for k in range(r))
-    return 2 * total_tiles(m, problem) * (problem.in_channels * per_channel_in
-                                          + problem.out_channels * per_channel_out)
+    lanes = TRANSFORM_VECTOR_BYTES // problem.dtype.itemsize
+    in_channels = problem.groups * -(-problem.in_channels_per_group // lanes) * lanes
+    out_channels = problem.groups * -(-problem.out_channels_per_group // lanes) * lanes
+    return 2 * total_tiles(m, problem) * (in_channels * per_channel_in
+                                          + out_channels * per_channel_out)
 
 
 def gemm_flops(m: int, problem) -> int:

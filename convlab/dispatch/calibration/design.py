@@ -110,6 +110,10 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "it came out 0, and F(6) was estimated 2.5x below its time there"),
     DesignProblem("conv3d", "mb1ic32oc32_id16ih16iw16_kd3kh3kw3_pd1ph1pw1",
                   "Winograd gemm_flops_3d, transform_flops_3d"),
+    DesignProblem("conv3d_64", "mb1ic64oc64_id8ih16iw16_kd3kh3kw3_pd1ph1pw1",
+                  "Winograd gemm_flops_3d and u_stream_bytes against its 3-D transforms "
+                  "with 64 channels (the 3-D U-Net's middle layers, where F(2) runs 1.8x "
+                  "faster than direct)", EXTRA),
     DesignProblem("conv3d_wide", "mb1ic128oc128_id6ih6iw6_kd3kh3kw3_pd1ph1pw1",
                   "Winograd weight_transform_flops_3d (large filter, few tiles)", plan=True),
     DesignProblem("conv3d_thin", "mb1ic8oc8_id16ih32iw32_kd3kh3kw3_pd1ph1pw1",
