@@ -187,8 +187,13 @@ MIN_GEMM_ROWS = 256
 MIN_PANEL_GEMM_ROWS = 64
 # Rows per chunk when a row is too wide for the workspace and the reduction is split.
 REDUCTION_ROWS = 64
-# COLS mode splits output channels in blocks of at least this many (whole AVX-512 vectors).
-OC_BLOCK_MIN = 16
+# COLS mode splits output channels in blocks of at least this many (whole vectors). With
+# blocks of 16, two threads sharing the panel of a short layer with 32 outputs ran slower
+# than one thread alone: on the 12 layers of the 1d suite the bound of 32 sends to ROWS
+# mode, im2col one-shot at 2 threads took 0.78-0.81x the time (Intel Xeon, at avx512 and
+# capped at avx2; bench/results/oc_block_min_2026-11-26_xeon-emr-avx512.txt and
+# bench/results/oc_block_min_2026-11-26_xeon-emr-avx2.txt).
+OC_BLOCK_MIN = 32
 # sgemm/dgemm take 32-bit int sizes and leading dimensions.
 BLAS_INT_MAX = 2**31 - 1
 # OpenBLAS (0.3.30, SkylakeX, as SciPy ships it; measured before the kernel moved to
