@@ -42,8 +42,14 @@ from convlab.dispatch.registry import Estimate
 from convlab.runtime import cpu
 
 # Terms a plan pays once, when it prepares the weights, rather than on every call.
+# "oneshot_call" is the fixed cost a one-shot call adds to a plan's call (validating,
+# deciding and readying the caller's weights): on 8-channel 8x8 layers direct took 25 us
+# one-shot and 12 us as a plan, im2col 16 and 12 us (Intel Xeon, AVX-512; the design's
+# tiny problems are timed both ways, so the fit tells the two apart).
 PREPARATION_TERMS = ("weight_pack_bytes", "weight_transform_flops", "weight_transform_flops_3d",
-                     "lane_weight_transform_flops")
+                     "lane_weight_transform_flops", "oneshot_call")
+# Every priced algorithm's fixed costs: per call, and per one-shot call on top.
+FIXED_TERMS = {"call": 1.0, "oneshot_call": 1.0}
 
 # How describe_constants shows a long fitting command.
 SHOWN_COMMAND_CHARS = 100

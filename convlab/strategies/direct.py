@@ -254,7 +254,7 @@ def cost_terms(problem, threads) -> dict:
     # stream absorbs that (convlab/dispatch/cost_constants/ names the timings it was fitted on).
     streamed = weight_bytes * -(-problem.batch * problem.output_size // PIXELS_PER_BLOCK)
     cached = weight_bytes <= CACHED_WEIGHT_BYTES
-    terms = {"call": 1.0, "dense_flops": 0.0, "depthwise_flops": 0.0,
+    terms = {**cost_model.FIXED_TERMS, "dense_flops": 0.0, "depthwise_flops": 0.0,
              "inner_loops": loops / threads, "src_bytes": src_bytes / threads,
              # written once, at a bandwidth the threads share: not divided by them
              "dst_bytes": dst_bytes,

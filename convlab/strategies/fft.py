@@ -943,7 +943,7 @@ def cost_terms(problem, threads) -> tuple:
         serial = float(concurrent)
         counts["blocks"] = float(len(tasks))
     terms = {
-        "call": 1.0,
+        **cost_model.FIXED_TERMS,
         "forward_fft_flops": counts["forward_fft_flops"] / threads,
         "inverse_fft_flops": counts["inverse_fft_flops"] / threads,
         "transform_points": counts["transform_points"] / threads,
@@ -976,7 +976,7 @@ def _compiled_cost_terms(problem, threads, t: fft_compiled.LaneTiling) -> tuple:
     share = float(max(1, min(threads, counts["lane_tasks"])))
     weight_share = float(max(1, min(threads, fft_compiled.weight_tasks(problem))))
     terms = dict.fromkeys(PYTHON_TERMS, 0.0)
-    terms.update(call=1.0,
+    terms.update(cost_model.FIXED_TERMS,
                  lane_transform_flops=counts["lane_transform_flops"] / share,
                  lane_points=counts["lane_points"] / share,
                  lane_tasks=counts["lane_tasks"] / share,

@@ -45,9 +45,12 @@ class DesignProblem:
 DESIGN: tuple[DesignProblem, ...] = (
     # --- core: every term of every algorithm -----------------------------------------
     DesignProblem("tiny_3x3", "mb1ic8ih8oc8oh8kh3ph1",
-                  "call: the fixed cost of a call, all algorithms"),
-    DesignProblem("tiny_1x1", "mb1ic8ih8oc8oh8kh1ph0", "call, for the 1x1 paths"),
-    DesignProblem("tiny_1d", "mb1ic4iw32oc4ow32kw3pw1", "call, in 1-D"),
+                  "call and oneshot_call: the fixed cost of a call, all algorithms, with "
+                  "its weights prepared (a plan's) and without", plan=True),
+    DesignProblem("tiny_1x1", "mb1ic8ih8oc8oh8kh1ph0", "call and oneshot_call, for the "
+                  "1x1 paths", plan=True),
+    DesignProblem("tiny_1d", "mb1ic4iw32oc4ow32kw3pw1", "call and oneshot_call, in 1-D",
+                  plan=True),
     DesignProblem("tiny_3d", "mb1ic4oc4_id4ih4iw4_kd3kh3kw3_pd1ph1pw1", "call, in 3-D"),
     DesignProblem("small_3x3", "mb1ic16ih14oc16oh14kh3ph1",
                   "call against the work of a small layer"),
@@ -87,7 +90,7 @@ DESIGN: tuple[DesignProblem, ...] = (
     DesignProblem("pointwise_4_deep", "mb1ic576ih4oc128oh4kh1ph0",
                   "im2col packed_weight_bytes where the weights (295 KB) stay in cache "
                   "and one GEMM is all the work; direct's call against it (GoogLeNet's "
-                  "loss heads: 16 pixels, 576 channels)"),
+                  "loss heads: 16 pixels, 576 channels)", EXTRA),
     DesignProblem("strided_1x1", "g1mb1ic256ih56iw56oc128oh28ow28kh1kw1sh2sw2ph0pw0",
                   "im2col gather_gemm_flops; direct src_bytes (3/4 of src unread)"),
     DesignProblem("few_in_channels_1x1", "mb1ic4ih56oc256oh56kh1ph0",
