@@ -591,7 +591,8 @@ def cost_terms(problem, threads) -> dict:
     multiplied = problem.flops * (1.0 - padded_row_fraction(problem) if p.tap_slabs > 1
                                   else 1.0)
     # float64 GEMM does half the multiply-adds per vector instruction
-    terms = {**cost_model.FIXED_TERMS, "gemm_flops": multiplied * itemsize / 4 / (efficiency * parallel),
+    terms = {**cost_model.FIXED_TERMS,
+             "gemm_flops": multiplied * itemsize / 4 / (efficiency * parallel),
              "unfold_bytes": unfold_bytes / p.threads, "gemm_calls": calls / p.threads,
              "packed_weight_bytes": packed_bytes / p.threads}
     # A strided 1x1's GEMM on its gathered rows runs at its own rate: with the shared

@@ -701,7 +701,8 @@ def cost_terms(m: int, problem, threads) -> tuple:
     # 1-D and 3-D runs take other code paths than 2-D (no register-tiled 2-D transform):
     # their extra cost per unit is fitted on its own, zero where no run says otherwise.
     other_rank = {1: "_1d", 3: "_3d"}.get(problem.rank)
-    terms = {**cost_model.FIXED_TERMS, "gemm_flops": g_flops / threads, "transform_flops": t_flops / threads,
+    terms = {**cost_model.FIXED_TERMS, "gemm_flops": g_flops / threads,
+             "transform_flops": t_flops / threads,
              "weight_transform_flops": w_flops * w_passes / threads,
              "tiles": total_tiles(m, problem) * problem.groups / threads,
              "u_stream_bytes": u_bytes * blocks / threads,
