@@ -3,8 +3,9 @@ convlab/strategies/kernels/_fft.pyx, fft_lanes.h and fft_tiles.h).
 
 What these tests cover:
 
-* the 8-lane transforms (``_fft.lane_transform``) against ``numpy.fft`` for every radix
-  mix, the lengths they refuse, ``_fft.fast_length``;
+* the 8- and 16-lane transforms (``_fft.lane_transform``) against ``numpy.fft`` for every
+  radix mix, at every instruction-set level, the lengths they refuse,
+  ``_fft.fast_length``;
 * results against the float64 reference on depthwise layers (rank 1 to 3) and banks of
   filters on one input channel, over groups, batch, pads (asymmetric, negative, padding
   only outputs), dilation, kernels longer than the image, bias, XIO/OIX weights and
@@ -12,12 +13,16 @@ What these tests cover:
 * several tiles per axis under a reduced workspace limit, and the Python pipeline where
   no tile fits;
 * bit-identical results at any thread count, at every instruction-set level the machine
-  runs;
+  runs; the lane count each level runs, and spectra made at one lane count (a plan
+  prepared under one cap on the instruction set) run after the cap changes;
 * plans (weight spectra transformed once), inputs left unchanged, Inf and NaN placed as
   direct places them;
 * the problems the compiled pipeline leaves to the Python one.
 """
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -28,6 +33,7 @@ from convlab.runtime.threads import available_cores
 from convlab.strategies import fft, fft_compiled, im2col
 from convlab.strategies.kernels import _fft
 from tests.helpers import (
+    TEST_ISA_LEVELS,
     assert_matches_reference,
     call_from_threads,
     problem_of,
@@ -128,28 +134,42 @@ SMOOTH_LENGTHS = [1, 2, 3, 4, 5, 8, 9, 12, 15, 16, 25, 27, 45, 64, 100, 128, 243
                   1024, 3456]
 
 
-@pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
-@pytest.mark.parametrize("n", SMOOTH_LENGTHS, ids=[f"n{n}" for n in SMOOTH_LENGTHS])
-def test_lane_transform_matches_numpy(rng, n, inverse):
-    """Each of the 8 lanes is the unscaled DFT of its own data (forward sign
+def _assert_lane_transforms(rng, n, lanes, inverse):
+    """Each of the ``lanes`` lanes is the unscaled DFT of its own data (forward sign
     exp(-2 pi i jk / n); the inverse is n * numpy's ifft)."""
-    data = (rng.standard_normal((n, _fft.LANES))
-            + 1j * rng.standard_normal((n, _fft.LANES))).astype(np.complex64)
+    data = (rng.standard_normal((n, lanes))
+            + 1j * rng.standard_normal((n, lanes))).astype(np.complex64)
     re = np.ascontiguousarray(data.real)
     im = np.ascontiguousarray(data.imag)
     _fft.lane_transform(re, im, inverse)
     x = data.astype(np.complex128)
     want = n * np.fft.ifft(x, axis=0) if inverse else np.fft.fft(x, axis=0)
     got = re.astype(np.float64) + 1j * im.astype(np.float64)
-    for lane in range(_fft.LANES):
+    for lane in range(lanes):
         error = np.linalg.norm(got[:, lane] - want[:, lane]) / np.linalg.norm(want[:, lane])
-        assert error < 1e-5, (n, lane, error)
+        assert error < 1e-5, (n, lanes, lane, error)
 
 
-def test_lane_transform_round_trip_scales_by_n(rng):
+@pytest.mark.parametrize("lanes", _fft.LANE_COUNTS, ids=[f"lanes{v}" for v in _fft.LANE_COUNTS])
+@pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
+@pytest.mark.parametrize("n", SMOOTH_LENGTHS, ids=[f"n{n}" for n in SMOOTH_LENGTHS])
+def test_lane_transform_matches_numpy(rng, n, inverse, lanes):
+    _assert_lane_transforms(rng, n, lanes, inverse)
+
+
+@pytest.mark.parametrize("lanes", _fft.LANE_COUNTS, ids=[f"lanes{v}" for v in _fft.LANE_COUNTS])
+def test_lane_transforms_match_numpy_at_every_isa_level(rng, isa_level, lanes):
+    """Both lane counts run at every level (each level's copies of either)."""
+    for n in (2, 45, 128, 360, 1024, 3456):
+        for inverse in (False, True):
+            _assert_lane_transforms(rng, n, lanes, inverse)
+
+
+@pytest.mark.parametrize("lanes", _fft.LANE_COUNTS, ids=[f"lanes{v}" for v in _fft.LANE_COUNTS])
+def test_lane_transform_round_trip_scales_by_n(rng, lanes):
     n = 360
-    re = rng.standard_normal((n, _fft.LANES)).astype(np.float32)
-    im = rng.standard_normal((n, _fft.LANES)).astype(np.float32)
+    re = rng.standard_normal((n, lanes)).astype(np.float32)
+    im = rng.standard_normal((n, lanes)).astype(np.float32)
     before = re + 1j * im
     _fft.lane_transform(re, im, False)
     _fft.lane_transform(re, im, True)
@@ -159,8 +179,8 @@ def test_lane_transform_round_trip_scales_by_n(rng):
 @pytest.mark.parametrize("n", [7, 11, 14, 4097, 4320],
                          ids=["n7", "n11", "n14", "n4097", "n4320-too-long"])
 def test_lane_transform_refuses_lengths_it_has_no_plan_for(n):
-    re = np.zeros((n, _fft.LANES), np.float32)
-    im = np.zeros((n, _fft.LANES), np.float32)
+    re = np.zeros((n, 8), np.float32)
+    im = np.zeros((n, 8), np.float32)
     with pytest.raises(ValueError, match="2\\^a 3\\^b 5\\^c"):
         _fft.lane_transform(re, im, False)
 
@@ -170,6 +190,12 @@ def test_lane_transform_refuses_arrays_of_the_wrong_shape():
         _fft.lane_transform(np.zeros((8, 4), np.float32), np.zeros((8, 4), np.float32), False)
     with pytest.raises(ValueError, match="re and im"):
         _fft.lane_transform(np.zeros((8, 8), np.float32), np.zeros((9, 8), np.float32), False)
+    with pytest.raises(ValueError, match="re and im"):
+        _fft.lane_transform(np.zeros((8, 16), np.float32), np.zeros((8, 8), np.float32),
+                            False)
+    with pytest.raises(ValueError, match="re and im"):
+        _fft.lane_transform(np.zeros((8, 12), np.float32), np.zeros((8, 12), np.float32),
+                            False)
 
 
 def test_fast_length():
@@ -325,13 +351,15 @@ def test_no_tile_fitting_the_workspace_leaves_the_problem_to_the_python_pipeline
 
 @WORKSPACE_SETTING
 def test_one_shot_spectra_are_kept_for_the_next_call_only_within_a_bound(rng, workspace):
+    # from no buffer: one that an earlier test left could hold the large spectra below
+    fft_compiled.drop_kept_spectra()
     small = _tensors(rng, groups=16, input_shape=(12, 12), kernel=(7, 7), pads_begin=3,
                      pads_end=3)
     got = _fft_call(*small)
     assert_compiled("depthwise")
     kept = fft_compiled.kept_spectra_bytes()
     assert kept >= 4 * fft_compiled.tiling(problem_of(*small)).spectrum_floats
-    # many 16-channel blocks of a tiny image: spectra above KEPT_SPECTRA_WORKSPACES limits
+    # many channel blocks of a tiny image: spectra above KEPT_SPECTRA_WORKSPACES limits
     cores = available_cores()
     workspace(_per_thread_limit(64 * 1024))
     large = _tensors(rng, groups=16 * (32 * cores + 1), input_shape=(6, 6), kernel=(5, 5),
@@ -407,6 +435,122 @@ def test_every_isa_level_matches_reference(rng, isa_level, name):
     assert_accurate(got, src, weights, bias, attributes, f"{name} (isa {isa_level})")
 
 
+# --------------------------------------------------------------------------- lane counts
+
+def _expected_lanes(isa_level: str) -> int:
+    """The lane count of the level: 16 where the module has an AVX-512 copy to run."""
+    built = cpu.kernel_isa_levels()["fft_tiles"]["built"]
+    return 16 if isa_level == "avx512" and "avx512" in built else 8
+
+
+# (mode, arguments, whether the level's widest lanes are the cheaper)
+LANE_CASES = {
+    "depthwise-g64": ("depthwise", dict(batch=2, groups=64, input_shape=(17, 19),
+                                        kernel=(7, 7), pads_begin=3, pads_end=3), True),
+    "bank-oc64": ("bank", dict(groups=1, ocg=64, input_shape=(150,), kernel=(31,),
+                               pads_begin=15, pads_end=15), True),
+    # channels that one 8-lane transform holds: 16 lanes would cost more for them
+    "depthwise-g16": ("depthwise", dict(groups=16, input_shape=(17, 19), kernel=(7, 7),
+                                        pads_begin=3, pads_end=3), False),
+    "bank-oc12": ("bank", dict(groups=2, ocg=12, input_shape=(150,), kernel=(31,),
+                               pads_begin=15, pads_end=15), False),
+}
+
+
+@pytest.mark.parametrize("name", list(LANE_CASES))
+def test_the_lane_count_follows_the_level(rng, isa_level, name):
+    expected_mode, arguments, wide = LANE_CASES[name]
+    src, weights, bias, attributes = _tensors(rng, **arguments)
+    problem = problem_of(src, weights, bias, attributes)
+    expected = _expected_lanes(isa_level) if wide else 8
+    assert _fft.lanes() == _expected_lanes(isa_level)
+    assert fft_compiled.lane_counts() == tuple(
+        count for count in _fft.LANE_COUNTS if count <= _expected_lanes(isa_level))
+    t = fft_compiled.tiling(problem)
+    assert t is not None and t.lanes == expected
+    assert t.geometry[0] == expected
+    got = _fft_call(src, weights, bias, attributes)
+    assert_compiled(expected_mode)
+    assert fft.last_run["lanes"] == expected
+    assert_accurate(got, src, weights, bias, attributes, f"{name} (isa {isa_level})")
+
+
+@pytest.mark.parametrize("lanes", _fft.LANE_COUNTS, ids=[f"lanes{v}" for v in _fft.LANE_COUNTS])
+@pytest.mark.parametrize("name", ["depthwise-g64", "bank-oc64"])
+def test_every_level_runs_either_lane_count(rng, isa_level, monkeypatch, name, lanes):
+    """The kernels run the lane count the geometry says, whatever the level (a cap changed
+    between the tiling and the run), with that level's copy or a portable one."""
+    monkeypatch.setattr(fft_compiled, "lane_counts", lambda: (lanes,))
+    expected_mode, arguments, _ = LANE_CASES[name]
+    src, weights, bias, attributes = _tensors(rng, **arguments)
+    got = _fft_call(src, weights, bias, attributes)
+    assert_compiled(expected_mode)
+    assert fft.last_run["lanes"] == lanes
+    assert_accurate(got, src, weights, bias, attributes,
+                    f"{name}, {lanes} lanes (isa {isa_level})")
+
+
+@pytest.mark.thread_unsafe(reason="changes the process-wide instruction-set cap")
+@pytest.mark.skipif(not {"avx2", "avx512"} <= set(TEST_ISA_LEVELS)
+                    or "avx512" not in cpu.kernel_isa_levels()["fft_tiles"]["built"],
+                    reason="needs the AVX-512 and AVX2 levels")
+@pytest.mark.parametrize("name", ["depthwise-g64", "bank-oc64"])
+def test_a_plan_prepared_at_avx512_runs_after_the_cap_drops_to_avx2(rng, name):
+    """The spectra are kept per lane count: the plan transforms its weights once more for
+    8 lanes, and again none when the cap goes back."""
+    expected_mode, arguments, _ = LANE_CASES[name]
+    src, weights, bias, attributes = _tensors(rng, **arguments)
+    previous = cpu.set_max_isa("avx512")
+    try:
+        plan = convlab.Convolution(weights, bias, algorithm="fft", **attributes)
+        wide = plan(src)
+        assert_compiled(expected_mode)
+        assert fft.last_run["lanes"] == 16
+        (prepared,) = plan._prepared.values()  # the plan's FFTWeights
+        assert prepared.transforms == 1
+        cpu.set_max_isa("avx2")
+        narrow = plan(src)
+        assert_compiled(expected_mode)
+        assert fft.last_run["lanes"] == 8
+        assert prepared.transforms == 2
+        cpu.set_max_isa("avx512")
+        assert np.array_equal(plan(src), wide)
+        assert prepared.transforms == 2
+    finally:
+        cpu.set_max_isa(previous)
+    assert_accurate(wide, src, weights, bias, attributes, f"{name} at avx512")
+    assert_accurate(narrow, src, weights, bias, attributes, f"{name} at avx2")
+    bound = RELATIVE_ERROR_FACTOR * fft.relative_error(problem_of(src, weights, bias,
+                                                                  attributes))
+    assert np.linalg.norm(narrow - wide) <= bound * np.linalg.norm(wide)
+
+
+def test_the_work_counts_price_the_same_work_alike_at_either_lane_count(rng):
+    """Channels that fill the lanes at either count, and (banks) at most 8 (image, tile)
+    units, which one task of either count holds: the same tiles give the same flops and
+    lane points at 8 and 16 lanes, and half the tasks."""
+    for arguments in (dict(groups=64, input_shape=(30, 30), kernel=(7, 7)),
+                      dict(groups=1, ocg=64, input_shape=(300,), kernel=(31,))):
+        problem = problem_of(*_tensors(rng, **arguments))
+        found = fft_compiled._tiling_at(problem, 1 << 30, 1, 8)
+        assert found is not None
+        eight = dataclasses.replace(found[1], out_blocks_per_task=1)
+        assert math.prod(eight.tiles_per_axis) <= 8
+        narrow = fft_compiled.work_counts(problem, eight)
+        wide = fft_compiled.work_counts(problem, dataclasses.replace(eight, lanes=16))
+        for term in ("lane_transform_flops", "lane_points", "lane_weight_transform_flops",
+                     "lane_weight_points"):
+            assert wide[term] == pytest.approx(narrow[term]), term
+        assert wide["lane_tasks"] * 2 == narrow["lane_tasks"]
+
+
+def test_the_tile_choice_prices_threads_left_idle():
+    """Equal tasks on the cores: a last round with fewer tasks than cores costs a round."""
+    np.testing.assert_allclose(fft_compiled._idle(np.array([1, 2, 3, 4, 5]), 2),
+                               [2.0, 1.0, 4 / 3, 1.0, 6 / 5])
+    np.testing.assert_allclose(fft_compiled._idle(np.array([1, 7]), 1), [1.0, 1.0])
+
+
 # --------------------------------------------------------------------------- plans
 
 def test_a_plan_transforms_its_weights_once(rng):
@@ -436,6 +580,32 @@ def test_a_plan_transforms_its_weights_once(rng):
     assert_accurate(got_small, small, weights, bias, attributes)
     assert np.array_equal(plan(src), first)
     assert prepared.transforms == 2
+
+
+@pytest.mark.parametrize("name", ["depthwise-g64", "bank-oc64"])
+def test_a_plan_tiles_without_pricing_the_weights_transform(rng, name):
+    """A one-shot call's tiling counts the weights' transform, which it makes; a plan's
+    does not (it made them once)."""
+    expected_mode, arguments, _ = LANE_CASES[name]
+    src, weights, bias, attributes = _tensors(rng, **arguments)
+    problem = problem_of(src, weights, bias, attributes)
+    for weights_per_call in (True, False):
+        t = fft_compiled.tiling(problem, weights_per_call=weights_per_call)
+        if weights_per_call:
+            got = _fft_call(src, weights, bias, attributes)
+        else:
+            got = convlab.Convolution(weights, bias, algorithm="fft", **attributes)(src)
+        assert_compiled(expected_mode)
+        assert fft.last_run["fft_shape"] == "x".join(map(str, t.fft_shape))
+        assert fft.last_run["lanes"] == t.lanes
+        assert_accurate(got, src, weights, bias, attributes, f"{weights_per_call=}")
+    # the estimate of any tiling drops by the weights' share
+    limit, cores = im2col.get_workspace_limit(), available_cores()
+    for lanes in fft_compiled.lane_counts():
+        one_shot = fft_compiled._tiling_at(problem, limit, cores, lanes, True)
+        planned = fft_compiled._tiling_at(problem, limit, cores, lanes, False)
+        assert one_shot is not None and planned is not None
+        assert planned[0] < one_shot[0]
 
 
 def test_a_plan_does_not_see_later_edits_of_the_weights(rng):

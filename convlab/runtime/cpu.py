@@ -182,7 +182,8 @@ def set_max_isa(level: str | None) -> str | None:
     A cap above what the CPU runs leaves the CPU's widest level in effect, with a
     RuntimeWarning. Set it between convolutions: a call running in another thread may mix
     levels (each computes correctly). Winograd weights prepared for a wider GEMM level are
-    transformed again for the new one by their next run.
+    transformed again for the new one by their next run, and fft's compiled spectra where
+    the new level runs another lane count (the spectra of both are kept).
     """
     cap = _parse(level, "level")
     _warn_if_above_cpu(cap, "level", stacklevel=2)

@@ -31,7 +31,7 @@ else SciPy's pocketfft), every pass writing into the block's workspace buffers.
 Two pipelines run these steps. Problems with one input channel per group in float32 at
 stride 1 (depthwise layers of at least 8 channels, banks of at least 8 filters on one
 channel) run :mod:`convlab.strategies.fft_compiled`: the whole pipeline in C, with
-transforms of its own that handle 16 channels at once, one call per layer. Every other
+transforms of its own that handle 16 or 32 channels at once, one call per layer. Every other
 problem runs the pipeline this module describes, driven from Python.
 
 Tiles (overlap-save, as ``scipy.signal.oaconvolve`` overlaps): a tile of To outputs per
@@ -440,7 +440,7 @@ class FFTWeights:
 
     def lane_spectrum(self, t: fft_compiled.LaneTiling, threads: int) -> np.ndarray:
         """The compiled pipeline's spectra for tiling ``t`` (kept like the others)."""
-        return self._kept(("compiled", t.mode, t.fft_shape),
+        return self._kept(("compiled", t.mode, t.fft_shape, t.lanes),
                           lambda: fft_compiled.spectra(self.problem, self.canonical, t,
                                                        threads, keep=not self.one_call))
 
@@ -698,7 +698,7 @@ def _exact_fallback(problem):
 def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     """Compute ``dst``; returns "fft", or the exact algorithm that recomputed a result
     holding Inf or NaN."""
-    compiled = fft_compiled.tiling(problem)
+    compiled = fft_compiled.tiling(problem, weights_per_call=prepared.one_call)
     if compiled is not None:
         spectrum = prepared.lane_spectrum(compiled, threads)
         fft_compiled.run(problem, src, spectrum, bias, dst, threads, compiled)
@@ -974,7 +974,7 @@ def _compiled_cost_terms(problem, threads, t: fft_compiled.LaneTiling) -> tuple:
     """The compiled pipeline's work, shared by at most as many threads as it has tasks."""
     counts = fft_compiled.work_counts(problem, t)
     share = float(max(1, min(threads, counts["lane_tasks"])))
-    weight_share = float(max(1, min(threads, fft_compiled.weight_tasks(problem))))
+    weight_share = float(max(1, min(threads, fft_compiled.weight_tasks(problem, t))))
     terms = dict.fromkeys(PYTHON_TERMS, 0.0)
     terms.update(cost_model.FIXED_TERMS,
                  lane_transform_flops=counts["lane_transform_flops"] / share,

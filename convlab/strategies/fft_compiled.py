@@ -5,18 +5,20 @@ channel (SincNet, LEAF) spend little in their channel "contraction": a product p
 frequency. What the Python pipeline spends there is the calls around the transforms, a
 few microseconds each, thousands of them a layer. Here one C function runs every tile
 from the gather to the crop (``convlab.strategies.kernels._fft``, on fft_tiles.h), with
-transforms of its own (fft_lanes.h) that compute eight at once across a vector's lanes
-and put two real signals in each lane: 16 channels (depthwise) or 16 outputs (banks) per
-transform. Tasks are (16 channels, image, tile) or (group, 8 tiles); the threads share
-them, each with its own scratch, so the result does not depend on the thread count.
+transforms of its own (fft_lanes.h) that compute l at once across a vector's lanes and
+put two real signals in each lane: 2l channels (depthwise) or 2l outputs (banks) per
+transform, l = 8, or 16 at the AVX-512 level (:func:`lane_counts`). Tasks are (2l
+channels, image, tile) or (group, l tiles); the threads share them, each with its own
+scratch, so the result does not depend on the thread count.
 
-Transform lengths are 2^a 3^b 5^c up to 4096 per axis. The tile shape is the cheapest
-estimate (TILE_CHOICE) among whole axes (shortened by the padding, as in the Python
-pipeline) and tiles of every such length at least the kernel's extent, within the
-workspace limit that im2col sets (one thread's scratch: four tile buffers).
+Transform lengths are 2^a 3^b 5^c up to 4096 per axis. The tile shape and the lane count
+are the cheapest estimate (TILE_CHOICE) among whole axes (shortened by the padding, as in
+the Python pipeline) and tiles of every such length at least the kernel's extent, within
+the workspace limit that im2col sets (one thread's scratch: four tile buffers).
 
-The spectra are prepared weights, kept per tile shape with the rest of fft's
-(:class:`convlab.strategies.fft.FFTWeights`): a plan transforms its weights once.
+The spectra are prepared weights, kept per tile shape and lane count with the rest of
+fft's (:class:`convlab.strategies.fft.FFTWeights`): a plan transforms its weights once per
+lane count (another cap on the instruction set may call for the other one).
 """
 from __future__ import annotations
 
@@ -39,24 +41,31 @@ from convlab.strategies.fft_geometry import (
 from convlab.strategies.kernels import _fft
 
 # Depthwise layers with fewer groups than this, and banks with fewer outputs per group,
-# leave most lanes of a transform empty: the Python pipeline runs them.
-MIN_DEPTHWISE_GROUPS = 8
-MIN_BANK_OUTPUTS = 8
+# leave most lanes of the narrowest transform empty: the Python pipeline runs them.
+MIN_DEPTHWISE_GROUPS = min(_fft.LANE_COUNTS)
+MIN_BANK_OUTPUTS = min(_fft.LANE_COUNTS)
 
 # The tile choice: seconds per unit, of the order measured on one core of an AMD EPYC
-# (family 25 model 17, AVX2) in the transforms of fft_lanes.h: ~35 GFLOP/s counted as
-# 5 N log2 N per lane, ~3 ns per point for the passes that are not transforms (zeroing,
-# gather, product, crop), ~1 us a task. Only their ratios matter; a tile whose scratch
-# outgrows the core's L2 pays L2_SPILL times (the fitted cost constants price the chosen
-# tiling, not these).
-TILE_CHOICE = {"flop": 1.0 / 35e9, "point": 3.0e-9, "task": 1.0e-6}
+# (family 25 model 17, AVX2) in the 8-lane transforms of fft_lanes.h: ~35 GFLOP/s counted
+# as 5 N log2 N per lane, ~3 ns per point of 8 lanes for the passes that are not
+# transforms (zeroing, gather, product, crop), ~1 us a task. Only their ratios matter (the
+# fitted cost constants price the chosen tiling, not these).
+TILE_CHOICE = {"flop": 1.0 / 35e9, "lane_point": 3.0e-9 / 8, "task": 1.0e-6}
+# Lane-flops per second of the transforms at each lane count against 8, on one core of an
+# Intel Xeon (family 6 model 207): 16 lanes (x86-64-v4 copy) 84 GFLOP/s, 8 (x86-64-v3) 47,
+# while a line stays in the L1 data cache.
+LANE_SPEEDUP = {8: 1.0, 16: 1.75}
+# A line whose transform (re, im and twice as much work: 16 L lanes bytes) outgrows the
+# L1 data cache runs L1_SPILL times slower (same Xeon: 16 lanes 84 -> 35 GFLOP/s, 8 lanes
+# 47 -> 26); a tile whose buffers outgrow the core's L2 pays L2_SPILL times.
+L1_SPILL = {8: 1.8, 16: 2.4}
 L2_SPILL = 1.5
 
 # Successive candidate lengths per axis differ by at least this ratio.
 LENGTH_LADDER = 1.06
 
 # Banks of filters split their outputs among tasks until there are this many per core
-# (each task transforms its input tiles again: one transform per 16 outputs or more).
+# (each task transforms its input tiles again: one transform per 2l outputs or more).
 TASKS_PER_CORE = 4
 
 
@@ -65,13 +74,14 @@ class LaneTiling:
     """The compiled pipeline's cut of a problem."""
 
     mode: str                     # "depthwise" or "bank"
+    lanes: int                    # transforms per vector of lanes (8 or 16)
     fft_shape: tuple[int, ...]
     tile_outputs: tuple[int, ...]
     tiles_per_axis: tuple[int, ...]
     geometry: tuple[int, ...]     # what the kernel module takes
     scratch_stride: int           # floats per thread
     spectrum_floats: int
-    out_blocks_per_task: int      # banks: blocks of 16 outputs per task
+    out_blocks_per_task: int      # banks: blocks of 2 * lanes outputs per task
 
     @property
     def depthwise(self) -> bool:
@@ -79,6 +89,7 @@ class LaneTiling:
 
     def describe(self) -> dict[str, Any]:
         return {"pipeline": f"compiled ({self.mode})",
+                "lanes": self.lanes,
                 "fft_shape": "x".join(map(str, self.fft_shape)),
                 "tile_outputs": "x".join(map(str, self.tile_outputs)),
                 "tiles": "x".join(map(str, self.tiles_per_axis)),
@@ -93,6 +104,13 @@ def mode(problem) -> str | None:
     if problem.out_channels_per_group == 1:
         return "depthwise" if problem.groups >= MIN_DEPTHWISE_GROUPS else None
     return "bank" if problem.out_channels_per_group >= MIN_BANK_OUTPUTS else None
+
+
+def lane_counts() -> tuple[int, ...]:
+    """The lane counts a tiling chooses among: those up to the one the level in effect runs
+    fastest (``_fft.lanes()``: 16 at AVX-512, else 8). A wider transform costs more per
+    transform, so problems with few channels (or long lines) may run the narrower one."""
+    return tuple(count for count in _fft.LANE_COUNTS if count <= _fft.lanes())
 
 
 def _lengths(low: int, high: int) -> list[int]:
@@ -122,83 +140,126 @@ def _axis_candidates(problem, axis: int) -> list[tuple[int, int]]:
     return sorted(found.items())
 
 
-def tiling(problem) -> LaneTiling | None:
-    """The cheapest tiling (TILE_CHOICE) whose per-thread scratch fits, or None where
-    this pipeline does not run ``problem``."""
+def tiling(problem, weights_per_call: bool = True) -> LaneTiling | None:
+    """The cheapest tiling (TILE_CHOICE) at any of :func:`lane_counts` whose per-thread
+    scratch fits, or None where this pipeline does not run ``problem``. The weights'
+    transform counts where the call makes it (``weights_per_call``, a one-shot call), not
+    for a plan's, which are transformed once."""
     if mode(problem) is None:
         return None
-    return _tiling(problem, im2col.get_workspace_limit(), available_cores())
+    return _tiling(problem, im2col.get_workspace_limit(), available_cores(), lane_counts(),
+                   weights_per_call)
 
 
 @lru_cache(maxsize=256)
-def _tiling(problem, limit: int, cores: int) -> LaneTiling | None:
+def _tiling(problem, limit: int, cores: int, lane_options: tuple[int, ...],
+            weights_per_call: bool = True) -> LaneTiling | None:
+    found = [t for t in (_tiling_at(problem, limit, cores, c, weights_per_call)
+                         for c in lane_options) if t]
+    return min(found, key=lambda t: t[0])[1] if found else None
+
+
+def _tiling_at(problem, limit: int, cores: int, lane_count: int,
+               weights_per_call: bool = True) -> tuple[float, LaneTiling] | None:
+    """The cheapest tiling with ``lane_count`` lanes and its estimate (seconds)."""
     r = problem.rank
     axes = [_axis_candidates(problem, axis) for axis in range(r)]
     if any(not c for c in axes):
         return None
     lengths, held = candidate_grid(axes)
     points = lengths.prod(axis=1)
-    scratch_bytes = 4 * (4 * points * _fft.LANES + 4 * lengths.max(axis=1) * _fft.LANES)
+    scratch_bytes = 4 * lane_count * (4 * points + 4 * lengths.max(axis=1))
     fits = scratch_bytes * cores <= limit
     if not fits.any():
         return None
     spill = np.where(scratch_bytes > cpu.cache_bytes("L2", 1 << 20), L2_SPILL, 1.0)
     tiles = np.ceil(np.asarray(problem.output_shape, dtype=np.float64) / held).prod(axis=1)
-    step = _out_blocks_per_task(problem, tiles, cores)
-    counts = _counts(problem, points, tiles, step)
+    step = _out_blocks_per_task(problem, tiles, cores, lane_count)
+    counts = _counts(problem, points, tiles, step, lane_count)
     c = TILE_CHOICE
-    seconds = ((counts["lane_transform_flops"] + counts["lane_weight_transform_flops"])
-               * c["flop"] * spill + counts["lane_points"] * c["point"] * spill
-               + counts["lane_tasks"] * c["task"])
+    flop = c["flop"] / LANE_SPEEDUP[lane_count] * _l1_factor(lengths, lane_count)
+    seconds = (((counts["lane_transform_flops"] * flop
+                 + counts["lane_points"] * c["lane_point"]) * spill
+                + counts["lane_tasks"] * c["task"]) * _idle(counts["lane_tasks"], cores))
+    if weights_per_call:
+        seconds = seconds + ((counts["lane_weight_transform_flops"] * flop
+                              + counts["lane_weight_points"] * c["lane_point"])
+                             * spill * _idle(counts["lane_weight_tasks"], cores))
     best = int(np.argmin(np.where(fits, seconds, np.inf)))
     fft_shape = tuple(int(v) for v in lengths[best])
     outputs = tuple(int(v) for v in held[best])
     per_axis = tuple(-(-o // t) for o, t in zip(problem.output_shape, outputs))
-    geometry = _geometry(problem, fft_shape, outputs, per_axis)
-    return LaneTiling(mode(problem), fft_shape, outputs, per_axis, geometry,
-                      _fft.scratch_stride(geometry),
-                      _fft.spectrum_floats(geometry, mode(problem) == "depthwise"),
-                      int(step[best]))
+    geometry = _geometry(problem, lane_count, fft_shape, outputs, per_axis)
+    return float(seconds[best]), LaneTiling(
+        mode(problem), lane_count, fft_shape, outputs, per_axis, geometry,
+        _fft.scratch_stride(geometry),
+        _fft.spectrum_floats(geometry, mode(problem) == "depthwise"), int(step[best]))
 
 
-def _out_blocks_per_task(problem, tiles: np.ndarray, cores: int) -> np.ndarray:
-    """Banks with few (group, 8 tiles) tasks split their outputs too, into at least
-    TASKS_PER_CORE tasks per core where there are enough blocks of 16 outputs."""
-    out_blocks = -(-problem.out_channels_per_group // (2 * _fft.LANES))
-    unit_tasks = problem.groups * np.ceil(problem.batch * tiles / _fft.LANES)
+def _idle(tasks: np.ndarray, cores: int) -> np.ndarray:
+    """How much longer ``tasks`` equal tasks take on ``cores`` threads than their share
+    (a last round of fewer tasks than threads leaves some idle)."""
+    tasks = np.maximum(np.asarray(tasks, dtype=np.float64), 1.0)
+    return np.ceil(tasks / cores) * cores / tasks
+
+
+def _l1_factor(lengths: np.ndarray, lane_count: int) -> np.ndarray:
+    """Per candidate (rows of per-axis lengths), L1_SPILL where its lines outgrow the L1
+    data cache, weighted by each axis's share of the transforms' flops (log2 L)."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    spills = 16 * lengths * lane_count > cpu.cache_bytes("L1d", 32 << 10)
+    logs = np.log2(np.maximum(lengths, 1.0))
+    total = logs.sum(axis=1)
+    spilled = np.where(spills, logs, 0.0).sum(axis=1)
+    return 1.0 + (L1_SPILL[lane_count] - 1.0) * spilled / np.maximum(total, 1.0)
+
+
+def _out_blocks_per_task(problem, tiles: np.ndarray, cores: int,
+                         lane_count: int) -> np.ndarray:
+    """Banks with few (group, l tiles) tasks split their outputs too, into at least
+    TASKS_PER_CORE tasks per core where there are enough blocks of 2l outputs."""
+    out_blocks = -(-problem.out_channels_per_group // (2 * lane_count))
+    unit_tasks = problem.groups * np.ceil(problem.batch * tiles / lane_count)
     splits = np.minimum(out_blocks, np.ceil(TASKS_PER_CORE * cores / unit_tasks))
     return np.ceil(out_blocks / splits).astype(np.int64)
 
 
-def _counts(problem, points, tiles, out_blocks_per_task) -> dict[str, np.ndarray]:
-    """What runs with tiles of ``points`` points (``tiles`` of them per image) do: the
-    8-lane transforms' flops (5 N log2 N per lane), points of the passes that are not
-    transforms, tasks, and the weights' transforms (one per 16 filters)."""
+def _counts(problem, points, tiles, out_blocks_per_task,
+            lane_count: int) -> dict[str, np.ndarray]:
+    """What runs with tiles of ``points`` points (``tiles`` of them per image) and
+    ``lane_count`` lanes do: the transforms' flops (5 N log2 N per lane), the points of
+    the passes that are not transforms times the lanes, tasks, and the same of the
+    weights' transforms (one task per 2 ``lane_count`` filters; the cost model prices
+    their flops alone, the tile choice their passes too)."""
     points = np.asarray(points, dtype=np.float64)
-    transform = 5.0 * points * np.log2(np.maximum(points, 2.0)) * _fft.LANES
+    transform = 5.0 * points * np.log2(np.maximum(points, 2.0)) * lane_count
     units = np.asarray(tiles, dtype=np.float64) * problem.batch
-    pair = 2 * _fft.LANES
+    pair = 2 * lane_count
     if mode(problem) == "depthwise":
         blocks = -(-problem.groups // pair)
         tasks = blocks * units
         transforms = 2.0 * tasks
         passes = 4.0 * tasks
         weights = np.full_like(points, float(blocks))
+        weight_passes = 6.0  # zeroing, P and Q
     else:
         out_blocks = -(-problem.out_channels_per_group // pair)
-        tasks = (problem.groups * np.ceil(units / _fft.LANES)
+        tasks = (problem.groups * np.ceil(units / lane_count)
                  * np.ceil(out_blocks / np.asarray(out_blocks_per_task)))
         inverses = problem.groups * units * out_blocks
         transforms = tasks + inverses
         passes = 2.0 * tasks + 3.0 * inverses
         weights = np.full_like(points, float(problem.groups * out_blocks))
+        weight_passes = 4.0  # zeroing, V
     return {"lane_transform_flops": transforms * transform,
-            "lane_points": passes * points,
+            "lane_points": passes * points * lane_count,
             "lane_tasks": tasks * np.ones_like(points),
-            "lane_weight_transform_flops": weights * transform}
+            "lane_weight_transform_flops": weights * transform,
+            "lane_weight_points": weights * weight_passes * points * lane_count,
+            "lane_weight_tasks": weights}
 
 
-def _geometry(problem, fft_shape, outputs, tiles) -> tuple[int, ...]:
+def _geometry(problem, lane_count, fft_shape, outputs, tiles) -> tuple[int, ...]:
     lift = 3 - problem.rank
 
     def lifted(values, fill):
@@ -208,7 +269,7 @@ def _geometry(problem, fft_shape, outputs, tiles) -> tuple[int, ...]:
                    lifted(problem.pads_begin, 0), lifted(problem.kernel_shape, 1),
                    lifted(problem.dilations, 1), lifted(fft_shape, 1), lifted(outputs, 1),
                    lifted(tiles, 1))
-    return (problem.batch, problem.groups, problem.out_channels_per_group,
+    return (lane_count, problem.batch, problem.groups, problem.out_channels_per_group,
             *(v for axis in per_axis for v in axis))
 
 
@@ -256,6 +317,11 @@ def kept_spectra_bytes() -> int:
     return 0 if buffer is None else int(buffer.nbytes)
 
 
+def drop_kept_spectra() -> None:
+    """Let go of the one-shot spectra buffer this thread keeps (for tests)."""
+    _one_call.buffer = None
+
+
 def spectra(problem, canonical: np.ndarray, t: LaneTiling, threads: int,
             keep: bool = True) -> np.ndarray:
     """The kernels' spectra for tiling ``t`` from the canonical (G, K..., 1, OCg) weights;
@@ -285,10 +351,10 @@ def run(problem, src, spectrum: np.ndarray, bias, dst, threads: int, t: LaneTili
         np.copyto(dst, target)
 
 
-def weight_tasks(problem) -> int:
-    """The weights' transform tasks (16 filters each) the threads share."""
-    pair = 2 * _fft.LANES
-    if mode(problem) == "depthwise":
+def weight_tasks(problem, t: LaneTiling) -> int:
+    """The weights' transform tasks (2 * lanes filters each) the threads share."""
+    pair = 2 * t.lanes
+    if t.depthwise:
         return -(-problem.groups // pair)
     return problem.groups * -(-problem.out_channels_per_group // pair)
 
@@ -297,5 +363,5 @@ def work_counts(problem, t: LaneTiling) -> dict[str, float]:
     """:func:`_counts` of one tiling, as floats."""
     counts = _counts(problem, np.array([math.prod(t.fft_shape)]),
                      np.array([math.prod(t.tiles_per_axis)]),
-                     np.array([t.out_blocks_per_task]))
+                     np.array([t.out_blocks_per_task]), t.lanes)
     return {name: float(value[0]) for name, value in counts.items()}

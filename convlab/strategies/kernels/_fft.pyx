@@ -1,40 +1,44 @@
 # cython: language_level=3
 """The fft strategy's compiled tile pipeline (fft_tiles.h) for one input channel per group,
-float32, stride 1: the transforms (fft_lanes.h, eight at once across vector lanes), the
-products with the kernels' spectra and the crops, all without the GIL.
+float32, stride 1: the transforms (fft_lanes.h, l = 8 or 16 at once across vector lanes),
+the products with the kernels' spectra and the crops, all without the GIL.
 
 Two kinds of problem, each with its own spectrum layout:
 
-* depthwise (one output per group): the spectra are (ceil(G / 16), 4, N, 8) floats,
-  P and Q (real and imaginary parts) of each pair of 8-channel halves;
-* banks (several outputs per group): (G, ceil(OCg / 16), 2, N, 8) floats, V of each pair
-  of 8-output halves.
+* depthwise (one output per group): the spectra are (ceil(G / 2l), 4, N, l) floats,
+  P and Q (real and imaginary parts) of each pair of l-channel halves;
+* banks (several outputs per group): (G, ceil(OCg / 2l), 2, N, l) floats, V of each pair
+  of l-output halves.
 
-N is the points of one tile's transform. ``geometry`` is a tuple of ints: batch, groups,
-OCg, then per axis (three, leading ones for lower ranks) the input and output extents,
-the begin pad, the kernel extent, the dilation, the transform length, the outputs per tile
-and the tiles.
+N is the points of one tile's transform. ``geometry`` is a tuple of ints: the lane count
+l, batch, groups, OCg, then per axis (three, leading ones for lower ranks) the input and
+output extents, the begin pad, the kernel extent, the dilation, the transform length, the
+outputs per tile and the tiles. Any level runs either lane count (:func:`lanes` is the one
+it runs fastest), so spectra made at one level stay valid at another.
 """
 from libc.stdint cimport uintptr_t
 
 import numpy as np
 
-from convlab.strategies.kernels.isa_level cimport CL_X86_DISPATCH, cl_isa_in_effect, cl_isa_set_cap
+from convlab.strategies.kernels.isa_level cimport (
+    CL_ISA_AVX512,
+    CL_X86_DISPATCH,
+    cl_isa_in_effect,
+    cl_isa_set_cap,
+)
 
 
 cdef extern from "fft_lanes.h" nogil:
-    int FL_LANES
     ctypedef struct fl_plan:
         int n
     int fl_plan_init(fl_plan *p, int n)
     void fl_plan_free(fl_plan *p)
     int fl_fast_length(int n)
-    void fl_fft(const fl_plan *p, float *re, float *im, int inverse, float *work)
 
 
 cdef extern from "fft_tiles.h" nogil:
     ctypedef struct ft_geometry:
-        Py_ssize_t batch, groups, ocg
+        Py_ssize_t lanes, batch, groups, ocg
         Py_ssize_t in_shape[3]
         Py_ssize_t out_shape[3]
         Py_ssize_t pads_begin[3]
@@ -57,15 +61,23 @@ cdef extern from "fft_tiles.h" nogil:
     void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const float *w,
                         int depthwise, float *out, float *scratch,
                         Py_ssize_t scratch_stride, int threads)
+    void ft_lane_transform(Py_ssize_t lanes_of, const fl_plan *p, float *re, float *im,
+                           int inverse, float *work)
 
 
-LANES = FL_LANES
-"""Transforms per vector of lanes; two real signals share a lane."""
+LANE_COUNTS = (8, 16)
+"""The transforms per vector of lanes the kernels run (two real signals share a lane)."""
 MAX_LENGTH = 4096
 """The longest transform along one axis."""
-GEOMETRY_FIELDS = 3 + 3 * 8
+GEOMETRY_FIELDS = 4 + 3 * 8
 
 BUILT_ISA_LEVELS = {"fft_tiles": tuple([0, 1, 2] if CL_X86_DISPATCH else [0])}
+
+
+def lanes():
+    """The lane count the level in effect runs fastest: 16 with AVX-512 (one register of
+    floats), else 8."""
+    return 16 if CL_X86_DISPATCH and cl_isa_in_effect == CL_ISA_AVX512 else 8
 
 
 def isa_levels():
@@ -118,11 +130,14 @@ cdef ft_geometry _geometry(tuple geometry) except *:
     cdef int axis
     cdef Py_ssize_t at
     values = [int(v) for v in geometry]
-    g.batch = values[0]
-    g.groups = values[1]
-    g.ocg = values[2]
+    if values[0] not in LANE_COUNTS:
+        raise ValueError(f"geometry: {values[0]} lanes, expected one of {LANE_COUNTS}")
+    g.lanes = values[0]
+    g.batch = values[1]
+    g.groups = values[2]
+    g.ocg = values[3]
     for axis in range(3):
-        at = 3 + 8 * axis
+        at = 4 + 8 * axis
         g.in_shape[axis] = values[at]
         g.out_shape[axis] = values[at + 1]
         g.pads_begin[axis] = values[at + 2]
@@ -160,10 +175,11 @@ cdef float *_aligned(float[::1] scratch, Py_ssize_t need) except NULL:
 def spectrum_floats(tuple geometry, bint depthwise):
     """Floats of the spectra of every group."""
     cdef ft_geometry g = _geometry(geometry)
-    cdef Py_ssize_t n = g.L[0] * g.L[1] * g.L[2] * FL_LANES
+    cdef Py_ssize_t n = g.L[0] * g.L[1] * g.L[2] * g.lanes
+    cdef Py_ssize_t pair = 2 * g.lanes
     if depthwise:
-        return int((g.groups + 2 * FL_LANES - 1) // (2 * FL_LANES) * 4 * n)
-    return int(g.groups * ((g.ocg + 2 * FL_LANES - 1) // (2 * FL_LANES)) * 2 * n)
+        return int((g.groups + pair - 1) // pair * 4 * n)
+    return int(g.groups * ((g.ocg + pair - 1) // pair) * 2 * n)
 
 
 def spectra(tuple geometry, _Plans plans, const float[:, :, :, :, :] weights,
@@ -198,7 +214,7 @@ def run(tuple geometry, _Plans plans, const float[::1] src, const float[::1] spe
         float[::1] scratch, int threads):
     """``dst`` (N, O..., G * OCg) = the correlation of ``src`` (N, I..., G) with the
     kernels whose ``spectra`` are given, plus ``bias`` (G * OCg floats, or None); all
-    C-contiguous float32, flattened. Bank tasks take ``out_blocks_per_task`` blocks of 16
+    C-contiguous float32, flattened. Bank tasks take ``out_blocks_per_task`` blocks of 2l
     outputs each."""
     cdef ft_geometry g = _geometry(geometry)
     cdef Py_ssize_t in_points = g.in_shape[0] * g.in_shape[1] * g.in_shape[2]
@@ -229,17 +245,18 @@ def run(tuple geometry, _Plans plans, const float[::1] src, const float[::1] spe
 
 
 def lane_transform(float[:, ::1] re, float[:, ::1] im, bint inverse):
-    """The unscaled transforms of the 8 lanes of (n, 8) ``re`` + i ``im``, in place (for
-    tests and the notebook)."""
-    if re.shape[1] != FL_LANES or im.shape[0] != re.shape[0] or im.shape[1] != FL_LANES:
-        raise ValueError(f"re and im: expected two (n, {FL_LANES}) arrays")
+    """The unscaled transforms of the l lanes of (n, l) ``re`` + i ``im`` (l in
+    LANE_COUNTS), in place, at the level in effect (for tests and the notebook)."""
+    cdef Py_ssize_t count = re.shape[1]
+    if count not in LANE_COUNTS or im.shape[0] != re.shape[0] or im.shape[1] != count:
+        raise ValueError(f"re and im: expected two (n, l) arrays, l in {LANE_COUNTS}")
     cdef fl_plan plan
     if fl_plan_init(&plan, <int>re.shape[0]) != 0:
         raise ValueError(f"length {re.shape[0]} is not 2^a 3^b 5^c up to {MAX_LENGTH}")
-    work = np.empty(2 * re.shape[0] * FL_LANES, np.float32)
+    work = np.empty(2 * re.shape[0] * count, np.float32)
     cdef float[::1] w = work
     try:
         with nogil:
-            fl_fft(&plan, &re[0, 0], &im[0, 0], inverse, &w[0])
+            ft_lane_transform(count, &plan, &re[0, 0], &im[0, 0], inverse, &w[0])
     finally:
         fl_plan_free(&plan)

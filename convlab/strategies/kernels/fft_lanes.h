@@ -1,10 +1,11 @@
-/* Complex FFT of FL_LANES independent single-precision signals at once ("lanes").
+/* Complex FFT of `lanes` independent single-precision signals at once, lanes being 8 or
+ * 16 (FL_MAX_LANES).
  *
  * Lengths n = 2^a 3^b 5^c, 1 <= n <= FL_MAX_N. Data are split real/imaginary arrays with
- * the lanes of one element contiguous: element j of lane v is re[j*FL_LANES + v],
- * im[j*FL_LANES + v]. Every arithmetic loop runs over the FL_LANES lanes with a scalar
- * twiddle broadcast, so the compiler vectorizes it for the target it is compiled for
- * (8 floats = one AVX2 register, two SSE2/NEON registers); there are no intrinsics.
+ * the lanes of one element contiguous: element j of lane v is re[j*lanes + v],
+ * im[j*lanes + v]. Every arithmetic loop runs over the lanes with a scalar twiddle
+ * broadcast, so the compiler vectorizes it for the target it is compiled for (16 floats =
+ * one AVX-512 register, 8 one AVX2 register); there are no intrinsics.
  *
  * Algorithm: Stockham autosort (no bit reversal), decimation in frequency, mixed radix
  * 4/2/3/5, ping-ponging between (re, im) and the caller's work buffer; a final copy
@@ -16,15 +17,17 @@
  *
  * Header-only, no global state: everything is static, and fl_fft_body is always_inline
  * so that a caller can instantiate it inside functions with different GCC target
- * attributes. FMA contraction follows the caller's flags (-ffp-contract=fast, GCC's
- * default outside strict ISO modes, lets it fuse the twiddle products).
+ * attributes and a constant lane count (which the lane loops fold to). FMA contraction
+ * follows the caller's flags (-ffp-contract=fast, GCC's default outside strict ISO modes,
+ * lets it fuse the twiddle products).
  *
  * Caller rules: re, im and work must be float-aligned (no stronger alignment assumed) and
- * must not overlap one another (the passes use restrict); work holds 2*n*FL_LANES floats,
+ * must not overlap one another (the passes use restrict); work holds 2*n*lanes floats,
  * used as scratch with the real and imaginary lanes of each element side by side. For
  * n a large power of 2, keeping im a few cache lines off a 4 KiB multiple from re
  * avoids L1 set conflicts (the transform is correct for any placement).
- * A plan is read-only during fl_fft, so threads may share it (each with its own work). */
+ * A plan is read-only during a transform, so threads may share it (each with its own
+ * work). */
 #ifndef CONVLAB_FFT_LANES_H
 #define CONVLAB_FFT_LANES_H
 
@@ -33,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FL_LANES 8
+#define FL_MAX_LANES 16
 #define FL_MAX_FACTORS 32
 #define FL_MAX_N 4096
 
@@ -136,9 +139,9 @@ static FL_UNUSED int fl_plan_init(fl_plan *p, int n) {
     return 0;
 }
 
-/* Butterflies on one element group (FL_LANES lanes each): inputs x + u*is, outputs
+/* Butterflies on one element group (`lanes` lanes each): inputs x + u*is, outputs
  * y + u*os (strides in floats). tw: multiply output u >= 1 by twiddle u-1 of (wr, wi),
- * conjugated unless fwd; fwd and tw are compile-time constants after inlining. The
+ * conjugated unless fwd; fwd, tw and lanes are compile-time constants after inlining. The
  * kernels (fl_bf*k_) take one restrict pointer per output, so the compiler knows the
  * stores do not overlap (os is a run-time value) and vectorizes the lane loop. */
 
@@ -162,11 +165,11 @@ static FL_ALWAYS_INLINE void fl_bf2k_(const float *FL_RESTRICT xr, const float *
                                       float *FL_RESTRICT y0r, float *FL_RESTRICT y0i,
                                       float *FL_RESTRICT y1r, float *FL_RESTRICT y1i,
                                       const float *wr, const float *wi, const int tw,
-                                      const int fwd) {
+                                      const int fwd, const int lanes) {
     float w1r = 1.0f, w1i = 0.0f;
     size_t v;
     FL_TW_LOAD_(1)
-    for (v = 0; v < FL_LANES; v++) {
+    for (v = 0; v < (size_t)lanes; v++) {
         float a1r = xr[v] - xr[is + v], a1i = xi[v] - xi[is + v];
         y0r[v] = xr[v] + xr[is + v];
         y0i[v] = xi[v] + xi[is + v];
@@ -176,8 +179,8 @@ static FL_ALWAYS_INLINE void fl_bf2k_(const float *FL_RESTRICT xr, const float *
 
 static FL_ALWAYS_INLINE void fl_bf2_(const float *xr, const float *xi, size_t is, float *yr,
                                      float *yi, size_t os, const float *wr, const float *wi,
-                                     const int tw, const int fwd) {
-    fl_bf2k_(xr, xi, is, yr, yi, yr + 1 * os, yi + 1 * os, wr, wi, tw, fwd);
+                                     const int tw, const int fwd, const int lanes) {
+    fl_bf2k_(xr, xi, is, yr, yi, yr + 1 * os, yi + 1 * os, wr, wi, tw, fwd, lanes);
 }
 
 static FL_ALWAYS_INLINE void fl_bf4k_(const float *FL_RESTRICT xr, const float *FL_RESTRICT xi,
@@ -187,13 +190,13 @@ static FL_ALWAYS_INLINE void fl_bf4k_(const float *FL_RESTRICT xr, const float *
                                       float *FL_RESTRICT y2r, float *FL_RESTRICT y2i,
                                       float *FL_RESTRICT y3r, float *FL_RESTRICT y3i,
                                       const float *wr, const float *wi, const int tw,
-                                      const int fwd) {
+                                      const int fwd, const int lanes) {
     float w1r = 1.0f, w1i = 0.0f, w2r = 1.0f, w2i = 0.0f, w3r = 1.0f, w3i = 0.0f;
     size_t v;
     FL_TW_LOAD_(1)
     FL_TW_LOAD_(2)
     FL_TW_LOAD_(3)
-    for (v = 0; v < FL_LANES; v++) {
+    for (v = 0; v < (size_t)lanes; v++) {
         float t0r = xr[v] + xr[2 * is + v], t0i = xi[v] + xi[2 * is + v];
         float t1r = xr[v] - xr[2 * is + v], t1i = xi[v] - xi[2 * is + v];
         float t2r = xr[is + v] + xr[3 * is + v], t2i = xi[is + v] + xi[3 * is + v];
@@ -217,9 +220,9 @@ static FL_ALWAYS_INLINE void fl_bf4k_(const float *FL_RESTRICT xr, const float *
 
 static FL_ALWAYS_INLINE void fl_bf4_(const float *xr, const float *xi, size_t is, float *yr,
                                      float *yi, size_t os, const float *wr, const float *wi,
-                                     const int tw, const int fwd) {
+                                     const int tw, const int fwd, const int lanes) {
     fl_bf4k_(xr, xi, is, yr, yi, yr + 1 * os, yi + 1 * os, yr + 2 * os, yi + 2 * os,
-             yr + 3 * os, yi + 3 * os, wr, wi, tw, fwd);
+             yr + 3 * os, yi + 3 * os, wr, wi, tw, fwd, lanes);
 }
 
 static FL_ALWAYS_INLINE void fl_bf3k_(const float *FL_RESTRICT xr, const float *FL_RESTRICT xi,
@@ -228,14 +231,14 @@ static FL_ALWAYS_INLINE void fl_bf3k_(const float *FL_RESTRICT xr, const float *
                                       float *FL_RESTRICT y1r, float *FL_RESTRICT y1i,
                                       float *FL_RESTRICT y2r, float *FL_RESTRICT y2i,
                                       const float *wr, const float *wi, const int tw,
-                                      const int fwd) {
+                                      const int fwd, const int lanes) {
     const float c = -0.5f;
     const float s = fwd ? -0.86602540378443864676f : 0.86602540378443864676f;
     float w1r = 1.0f, w1i = 0.0f, w2r = 1.0f, w2i = 0.0f;
     size_t v;
     FL_TW_LOAD_(1)
     FL_TW_LOAD_(2)
-    for (v = 0; v < FL_LANES; v++) {
+    for (v = 0; v < (size_t)lanes; v++) {
         float t1r = xr[is + v] + xr[2 * is + v], t1i = xi[is + v] + xi[2 * is + v];
         float br = s * (xr[is + v] - xr[2 * is + v]), bi = s * (xi[is + v] - xi[2 * is + v]);
         float ar = xr[v] + c * t1r, ai = xi[v] + c * t1i;
@@ -250,9 +253,9 @@ static FL_ALWAYS_INLINE void fl_bf3k_(const float *FL_RESTRICT xr, const float *
 
 static FL_ALWAYS_INLINE void fl_bf3_(const float *xr, const float *xi, size_t is, float *yr,
                                      float *yi, size_t os, const float *wr, const float *wi,
-                                     const int tw, const int fwd) {
+                                     const int tw, const int fwd, const int lanes) {
     fl_bf3k_(xr, xi, is, yr, yi, yr + 1 * os, yi + 1 * os, yr + 2 * os, yi + 2 * os, wr,
-             wi, tw, fwd);
+             wi, tw, fwd, lanes);
 }
 
 static FL_ALWAYS_INLINE void fl_bf5k_(const float *FL_RESTRICT xr, const float *FL_RESTRICT xi,
@@ -263,7 +266,7 @@ static FL_ALWAYS_INLINE void fl_bf5k_(const float *FL_RESTRICT xr, const float *
                                       float *FL_RESTRICT y3r, float *FL_RESTRICT y3i,
                                       float *FL_RESTRICT y4r, float *FL_RESTRICT y4i,
                                       const float *wr, const float *wi, const int tw,
-                                      const int fwd) {
+                                      const int fwd, const int lanes) {
     /* cos/sin of 2 pi/5 and 4 pi/5; the sines carry the direction's sign */
     const float c1 = 0.30901699437494742410f, c2 = -0.80901699437494742410f;
     const float s1 = fwd ? -0.95105651629515357212f : 0.95105651629515357212f;
@@ -275,7 +278,7 @@ static FL_ALWAYS_INLINE void fl_bf5k_(const float *FL_RESTRICT xr, const float *
     FL_TW_LOAD_(2)
     FL_TW_LOAD_(3)
     FL_TW_LOAD_(4)
-    for (v = 0; v < FL_LANES; v++) {
+    for (v = 0; v < (size_t)lanes; v++) {
         float x0r = xr[v], x0i = xi[v];
         float t1r = xr[is + v] + xr[4 * is + v], t1i = xi[is + v] + xi[4 * is + v];
         float t4r = xr[is + v] - xr[4 * is + v], t4i = xi[is + v] - xi[4 * is + v];
@@ -300,9 +303,9 @@ static FL_ALWAYS_INLINE void fl_bf5k_(const float *FL_RESTRICT xr, const float *
 
 static FL_ALWAYS_INLINE void fl_bf5_(const float *xr, const float *xi, size_t is, float *yr,
                                      float *yi, size_t os, const float *wr, const float *wi,
-                                     const int tw, const int fwd) {
+                                     const int tw, const int fwd, const int lanes) {
     fl_bf5k_(xr, xi, is, yr, yi, yr + 1 * os, yi + 1 * os, yr + 2 * os, yi + 2 * os,
-             yr + 3 * os, yi + 3 * os, yr + 4 * os, yi + 4 * os, wr, wi, tw, fwd);
+             yr + 3 * os, yi + 3 * os, yr + 4 * os, yi + 4 * os, wr, wi, tw, fwd, lanes);
 }
 
 #undef FL_TW_LOAD_
@@ -314,21 +317,23 @@ static FL_ALWAYS_INLINE void fl_bf5_(const float *xr, const float *xi, size_t is
     static FL_ALWAYS_INLINE void fl_pass##IP##_(                                          \
         size_t ido, size_t l1, const float *FL_RESTRICT cr, const float *FL_RESTRICT ci,  \
         size_t ies, float *FL_RESTRICT hr, float *FL_RESTRICT hi, size_t oes,             \
-        const float *FL_RESTRICT twr, const float *FL_RESTRICT twi, const int fwd) {      \
+        const float *FL_RESTRICT twr, const float *FL_RESTRICT twi, const int fwd,        \
+        const int lanes) {                                                                \
         size_t k, i;                                                                      \
         if (ido == 1) {                                                                   \
             for (k = 0; k < l1; k++)                                                      \
                 BF(cr + IP * k * ies, ci + IP * k * ies, ies, hr + k * oes, hi + k * oes, \
-                   l1 * oes, twr, twi, 0, fwd);                                           \
+                   l1 * oes, twr, twi, 0, fwd, lanes);                                    \
             return;                                                                       \
         }                                                                                 \
         for (k = 0; k < l1; k++) {                                                        \
             const float *xr = cr + IP * k * ido * ies, *xi = ci + IP * k * ido * ies;     \
             float *yr = hr + k * ido * oes, *yi = hi + k * ido * oes;                     \
-            BF(xr, xi, ido * ies, yr, yi, ido * l1 * oes, twr, twi, 0, fwd);              \
+            BF(xr, xi, ido * ies, yr, yi, ido * l1 * oes, twr, twi, 0, fwd, lanes);       \
             for (i = 1; i < ido; i++)                                                     \
                 BF(xr + i * ies, xi + i * ies, ido * ies, yr + i * oes, yi + i * oes,     \
-                   ido * l1 * oes, twr + i * (IP - 1), twi + i * (IP - 1), 1, fwd);       \
+                   ido * l1 * oes, twr + i * (IP - 1), twi + i * (IP - 1), 1, fwd,        \
+                   lanes);                                                                \
         }                                                                                 \
     }
 
@@ -340,23 +345,24 @@ FL_PASS_(5, fl_bf5_)
 
 /* Copies the interleaved work layout (below) back to split re/im. */
 static FL_ALWAYS_INLINE void fl_unpack_(size_t n, const float *FL_RESTRICT w,
-                                        float *FL_RESTRICT re, float *FL_RESTRICT im) {
-    size_t j;
-    size_t v;
+                                        float *FL_RESTRICT re, float *FL_RESTRICT im,
+                                        const int lanes) {
+    const size_t L = (size_t)lanes;
+    size_t j, v;
     for (j = 0; j < n; j++)
-        for (v = 0; v < FL_LANES; v++) {
-            re[j * FL_LANES + v] = w[2 * FL_LANES * j + v];
-            im[j * FL_LANES + v] = w[2 * FL_LANES * j + FL_LANES + v];
+        for (v = 0; v < L; v++) {
+            re[j * L + v] = w[2 * L * j + v];
+            im[j * L + v] = w[2 * L * j + L + v];
         }
 }
 
-/* The passes alternate between (re, im), element stride FL_LANES, and work, where element
- * j keeps its real lanes at work[2*FL_LANES*j] and its imaginary lanes right after: one
- * element is one 64-byte block, so a pass touches half as many cache lines per element
- * of work (power-of-2 strides otherwise crowd single L1 sets). */
+/* The passes alternate between (re, im), element stride `lanes`, and work, where element
+ * j keeps its real lanes at work[2*lanes*j] and its imaginary lanes right after: an
+ * element's real and imaginary lanes are adjacent (one 64-byte line at 8 lanes, two at
+ * 16), so power-of-2 strides do not crowd both into one L1 set. */
 static FL_ALWAYS_INLINE void fl_run_(const fl_plan *p, float *re, float *im, float *work,
-                                     const int fwd) {
-    const size_t L = FL_LANES, n = (size_t)p->n;
+                                     const int fwd, const int lanes) {
+    const size_t L = (size_t)lanes, n = (size_t)p->n;
     const float *twr = p->tw_re, *twi = p->tw_im;
     float *ar = re, *ai = im, *br = work, *bi = work + L, *t;
     size_t aes = L, bes = 2 * L, l1 = 1, es;
@@ -364,10 +370,10 @@ static FL_ALWAYS_INLINE void fl_run_(const fl_plan *p, float *re, float *im, flo
     for (q = 0; q < p->nfactors; q++) {
         const size_t ip = (size_t)p->factors[q], ido = n / (l1 * ip);
         switch (ip) {
-        case 4: fl_pass4_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd); break;
-        case 2: fl_pass2_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd); break;
-        case 3: fl_pass3_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd); break;
-        default: fl_pass5_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd); break;
+        case 4: fl_pass4_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd, lanes); break;
+        case 2: fl_pass2_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd, lanes); break;
+        case 3: fl_pass3_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd, lanes); break;
+        default: fl_pass5_(ido, l1, ar, ai, aes, br, bi, bes, twr, twi, fwd, lanes); break;
         }
         twr += ido * (ip - 1);
         twi += ido * (ip - 1);
@@ -376,24 +382,19 @@ static FL_ALWAYS_INLINE void fl_run_(const fl_plan *p, float *re, float *im, flo
         t = ai; ai = bi; bi = t;
         es = aes; aes = bes; bes = es;
     }
-    if (ar != re) fl_unpack_(n, work, re, im); /* odd pass count: the result is in work */
+    if (ar != re) fl_unpack_(n, work, re, im, lanes); /* odd pass count: result in work */
 }
 
-/* In-place unscaled DFT of the FL_LANES lanes: X[k] = sum_j x[j] exp(-+2 pi i j k / n),
- * minus for forward (inverse == 0), plus otherwise. re and im hold n*FL_LANES floats,
- * work 2*n*FL_LANES floats of scratch; none may overlap. */
+/* In-place unscaled DFT of the `lanes` lanes: X[k] = sum_j x[j] exp(-+2 pi i j k / n),
+ * minus for forward (inverse == 0), plus otherwise. re and im hold n*lanes floats, work
+ * 2*n*lanes floats of scratch; none may overlap. Callers pass a constant `lanes`. */
 static FL_ALWAYS_INLINE void fl_fft_body(const fl_plan *p, float *re, float *im, int inverse,
-                                         float *work) {
+                                         float *work, const int lanes) {
     if (p->n <= 1) return;
     if (inverse)
-        fl_run_(p, re, im, work, 0);
+        fl_run_(p, re, im, work, 0, lanes);
     else
-        fl_run_(p, re, im, work, 1);
-}
-
-static FL_UNUSED void fl_fft(const fl_plan *p, float *re, float *im, int inverse,
-                             float *work) {
-    fl_fft_body(p, re, im, inverse, work);
+        fl_run_(p, re, im, work, 1, lanes);
 }
 
 #endif /* CONVLAB_FFT_LANES_H */

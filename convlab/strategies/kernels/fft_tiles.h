@@ -1,24 +1,26 @@
 /* The compiled tile pipeline of the fft strategy, for one input channel per group (depthwise
  * layers and banks of filters on one channel), float32, stride 1.
  *
- * The transforms are fft_lanes.h's: 8 complex transforms at once, one per lane, the lanes
- * of an element contiguous. Two real signals share a lane as its real and imaginary parts,
- * so a complex transform costs what a real one would per signal:
+ * The transforms are fft_lanes.h's: `lanes` complex transforms at once, one per lane, the
+ * lanes of an element contiguous; the geometry says how many (8 or 16), and each entry
+ * point runs it with a copy built for the level in effect. Two real signals share a lane
+ * as its real and imaginary parts, so a complex transform costs what a real one would per
+ * signal (below, l is the lane count):
  *
  * - depthwise (one output per group): lane v holds channel c0 + v in its real part and
- *   channel c0 + 8 + v in its imaginary part. With Z the transform of that pair and m the
+ *   channel c0 + l + v in its imaginary part. With Z the transform of that pair and m the
  *   mirrored frequency (-k on every axis), the pair's output spectrum is
  *       Y[k] = Z[k] P[k] + conj(Z[m]) Q[k],  P = (conj Wa + conj Wb) / 2,
  *                                              Q = (conj Wa - conj Wb) / 2
  *   (Wa, Wb the two channels' kernel spectra), and the inverse transform of Y holds the
  *   two channels' cross-correlations as its real and imaginary parts.
  * - banks (one input channel, several outputs per group): the input tile's spectrum X is
- *   computed once (lanes: up to 8 tiles, imaginary parts zero), then for 16 outputs at a
- *   time Y[k] = X[k] V[k], V = conj Wa + i conj Wb (Wa, Wb the kernels of outputs o and o + 8),
- *   whose inverse holds output o in the real part and o + 8 in the imaginary one.
+ *   computed once (lanes: up to l tiles, imaginary parts zero), then for 2l outputs at a
+ *   time Y[k] = X[k] V[k], V = conj Wa + i conj Wb (Wa, Wb the kernels of outputs o and
+ *   o + l), whose inverse holds output o in the real part and o + l in the imaginary one.
  *
  * Spatial axes: every problem is lifted to three (leading axes of length 1). A tile buffer
- * is [L0][L1][L2][8] real parts and the same of imaginary parts. The forward transform
+ * is [L0][L1][L2][l] real parts and the same of imaginary parts. The forward transform
  * runs the last axis first over the lines that hold data, the inverse the first axis first
  * and then only the lines whose positions the crop keeps. All spectra carry the 1/N scale.
  * Overlap-save tiles: a tile of `to` outputs per axis reads the `to + Ke - 1` inputs from
@@ -32,28 +34,33 @@
 #include "isa_level.h"
 #include "omp_shim.h"
 
-#define FT_PAIR (2 * FL_LANES)
-
-/* The 8 lanes of one element as one value (GCC/clang vector extension; two or one SIMD
- * registers per level): the loops below that pair a frequency with its mirror do not
- * auto-vectorize as plain loops over the lanes. Loads and stores go through memcpy (no
- * alignment assumed). */
-#if defined(__GNUC__) && !defined(__clang__)
-/* the always-inlined helpers below never pass vectors across a real call */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-typedef float ft_vec __attribute__((vector_size(FL_LANES * sizeof(float))));
-
-static FL_ALWAYS_INLINE ft_vec ft_load(const float *p)
-{
-    ft_vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static FL_ALWAYS_INLINE void ft_store(float *p, ft_vec v) { memcpy(p, &v, sizeof v); }
+/* One element's lanes as one value (GCC/clang vector extension): the loops below that pair
+ * a frequency with its mirror, or scale one unit's value over the lanes, do not vectorize
+ * well as plain loops over the lanes (GCC vectorizes the loop around them instead, with
+ * shuffles). FT_LANE_VECTORS(lanes, statements...) runs the statements with FT_VEC the
+ * vector of `lanes` floats (8 or 16; a constant, so one branch remains), whose FT_LOAD and
+ * FT_STORE go through memcpy (no alignment assumed). */
+typedef float ft_vec8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float ft_vec16 __attribute__((vector_size(16 * sizeof(float))));
+#define FT_LANE_VECTORS(lanes, ...)                                                          \
+    do {                                                                                     \
+        if ((lanes) == 16) { typedef ft_vec16 FT_VEC; __VA_ARGS__ }                          \
+        else { typedef ft_vec8 FT_VEC; __VA_ARGS__ }                                         \
+    } while (0)
+#define FT_LOAD(p)                                                                           \
+    __extension__({                                                                          \
+        FT_VEC ft_loaded_;                                                                   \
+        memcpy(&ft_loaded_, (p), sizeof ft_loaded_);                                         \
+        ft_loaded_;                                                                          \
+    })
+#define FT_STORE(p, value)                                                                   \
+    do {                                                                                     \
+        const FT_VEC ft_stored_ = (value);                                                   \
+        memcpy((p), &ft_stored_, sizeof ft_stored_);                                         \
+    } while (0)
 
 typedef struct {
+    Py_ssize_t lanes;                         /* 8 or 16 */
     Py_ssize_t batch, groups, ocg;            /* one input channel per group */
     Py_ssize_t in_shape[3], out_shape[3];
     Py_ssize_t pads_begin[3];
@@ -63,8 +70,8 @@ typedef struct {
     Py_ssize_t w_group, w_tap[3], w_out;
 } ft_geometry;
 
-/* Scratch of one thread: two tile buffers (each re then im, N * 8 floats apiece), a line
- * buffer (re then im, Lmax * 8 each) and the transform's work (2 * Lmax * 8). */
+/* Scratch of one thread: two tile buffers (each re then im, N * lanes floats apiece), a
+ * line buffer (re then im, Lmax * lanes each) and the transform's work (2 * Lmax * lanes). */
 typedef struct {
     float *a_re, *a_im, *b_re, *b_im, *line_re, *line_im, *work;
 } ft_scratch;
@@ -82,12 +89,12 @@ static inline Py_ssize_t ft_lmax(const ft_geometry *g)
 /* Floats of one thread's scratch. */
 static Py_ssize_t ft_scratch_floats(const ft_geometry *g)
 {
-    return 4 * ft_points(g) * FL_LANES + 4 * ft_lmax(g) * FL_LANES;
+    return 4 * ft_points(g) * g->lanes + 4 * ft_lmax(g) * g->lanes;
 }
 
 static void ft_scratch_carve(const ft_geometry *g, float *base, ft_scratch *s)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES, l = ft_lmax(g) * FL_LANES;
+    const Py_ssize_t n = ft_points(g) * g->lanes, l = ft_lmax(g) * g->lanes;
     s->a_re = base;
     s->a_im = base + n;
     s->b_re = base + 2 * n;
@@ -122,7 +129,8 @@ static FL_ALWAYS_INLINE void ft_axis(const ft_geometry *g, int axis, Py_ssize_t 
  * it lie in [lo[i], hi[i]) and on the axes after it anywhere. */
 static FL_ALWAYS_INLINE void ft_axis_pass(
     const ft_geometry *g, const fl_plan *plan, int axis, const Py_ssize_t *lo,
-    const Py_ssize_t *hi, float *re, float *im, int inverse, const ft_scratch *s)
+    const Py_ssize_t *hi, float *re, float *im, int inverse, const ft_scratch *s,
+    const int lanes)
 {
     const Py_ssize_t n = g->L[axis];
     if (n == 1) return;
@@ -130,31 +138,31 @@ static FL_ALWAYS_INLINE void ft_axis_pass(
     if (axis == 2) {
         for (Py_ssize_t p0 = lo[0]; p0 < hi[0]; p0++)
             for (Py_ssize_t p1 = lo[1]; p1 < hi[1]; p1++) {
-                const Py_ssize_t off = (p0 * L1 + p1) * L2 * FL_LANES;
-                fl_fft_body(plan, re + off, im + off, inverse, s->work);
+                const Py_ssize_t off = (p0 * L1 + p1) * L2 * lanes;
+                fl_fft_body(plan, re + off, im + off, inverse, s->work, lanes);
             }
         return;
     }
-    const Py_ssize_t stride = (axis == 1 ? L2 : L1 * L2) * FL_LANES;
+    const Py_ssize_t stride = (axis == 1 ? L2 : L1 * L2) * lanes;
     const Py_ssize_t outer_lo = axis == 1 ? lo[0] : 0, outer_hi = axis == 1 ? hi[0] : 1;
     const Py_ssize_t inner = axis == 1 ? L2 : L1 * L2;
     for (Py_ssize_t o = outer_lo; o < outer_hi; o++)
         for (Py_ssize_t i = 0; i < inner; i++) {
-            const Py_ssize_t base = (axis == 1 ? o * L1 * L2 : 0) * FL_LANES + i * FL_LANES;
+            const Py_ssize_t base = (axis == 1 ? o * L1 * L2 : 0) * lanes + i * lanes;
             float *lr = s->line_re, *li = s->line_im;
             for (Py_ssize_t j = 0; j < n; j++) {
                 const float *r = re + base + j * stride, *m = im + base + j * stride;
-                for (int v = 0; v < FL_LANES; v++) {
-                    lr[j * FL_LANES + v] = r[v];
-                    li[j * FL_LANES + v] = m[v];
+                for (int v = 0; v < lanes; v++) {
+                    lr[j * lanes + v] = r[v];
+                    li[j * lanes + v] = m[v];
                 }
             }
-            fl_fft_body(plan, lr, li, inverse, s->work);
+            fl_fft_body(plan, lr, li, inverse, s->work, lanes);
             for (Py_ssize_t j = 0; j < n; j++) {
                 float *r = re + base + j * stride, *m = im + base + j * stride;
-                for (int v = 0; v < FL_LANES; v++) {
-                    r[v] = lr[j * FL_LANES + v];
-                    m[v] = li[j * FL_LANES + v];
+                for (int v = 0; v < lanes; v++) {
+                    r[v] = lr[j * lanes + v];
+                    m[v] = li[j * lanes + v];
                 }
             }
         }
@@ -163,36 +171,36 @@ static FL_ALWAYS_INLINE void ft_axis_pass(
 /* Forward transform of a buffer that is zero outside the box [lo, hi). */
 static FL_ALWAYS_INLINE void ft_forward(
     const ft_geometry *g, const fl_plan *plans, const Py_ssize_t *lo, const Py_ssize_t *hi,
-    float *re, float *im, const ft_scratch *s)
+    float *re, float *im, const ft_scratch *s, const int lanes)
 {
     const Py_ssize_t all_lo[3] = {0, 0, 0};
     const Py_ssize_t l2[3] = {lo[0], lo[1], 0}, h2[3] = {hi[0], hi[1], 0};
-    ft_axis_pass(g, &plans[2], 2, l2, h2, re, im, 0, s);
+    ft_axis_pass(g, &plans[2], 2, l2, h2, re, im, 0, s, lanes);
     const Py_ssize_t l1[3] = {lo[0], 0, 0}, h1[3] = {hi[0], 0, 0};
-    ft_axis_pass(g, &plans[1], 1, l1, h1, re, im, 0, s);
-    ft_axis_pass(g, &plans[0], 0, all_lo, all_lo, re, im, 0, s);
+    ft_axis_pass(g, &plans[1], 1, l1, h1, re, im, 0, s, lanes);
+    ft_axis_pass(g, &plans[0], 0, all_lo, all_lo, re, im, 0, s, lanes);
 }
 
 /* Inverse transform, exact at the positions [0, keep) of every axis. */
 static FL_ALWAYS_INLINE void ft_inverse(
     const ft_geometry *g, const fl_plan *plans, const Py_ssize_t *keep, float *re,
-    float *im, const ft_scratch *s)
+    float *im, const ft_scratch *s, const int lanes)
 {
     const Py_ssize_t zero[3] = {0, 0, 0};
-    ft_axis_pass(g, &plans[0], 0, zero, zero, re, im, 1, s);
+    ft_axis_pass(g, &plans[0], 0, zero, zero, re, im, 1, s, lanes);
     const Py_ssize_t h1[3] = {keep[0], 0, 0};
-    ft_axis_pass(g, &plans[1], 1, zero, h1, re, im, 1, s);
+    ft_axis_pass(g, &plans[1], 1, zero, h1, re, im, 1, s, lanes);
     const Py_ssize_t h2[3] = {keep[0], keep[1], 0};
-    ft_axis_pass(g, &plans[2], 2, zero, h2, re, im, 1, s);
+    ft_axis_pass(g, &plans[2], 2, zero, h2, re, im, 1, s, lanes);
 }
 
-/* The real lanes [0, lanes) of `re` (imaginary parts left alone) = the kernels of filters
- * f0 + v, folded onto the transform length, each tap (j0, j1, j2) at its dilated
- * position modulo L. Filters lie `filter_stride` apart from `w`, taps by the geometry's
- * w_tap strides. Returns the box the taps occupy in `hi`. */
+/* Lanes [0, count) of `re` (a buffer of `lanes` lanes; the others left alone) = the
+ * kernels of filters f0 + v, folded onto the transform length, each tap (j0, j1, j2) at
+ * its dilated position modulo L. Filters lie `filter_stride` apart from `w`, taps by the
+ * geometry's w_tap strides. Returns the box the taps occupy in `hi`. */
 static FL_ALWAYS_INLINE void ft_place_kernels(
     const ft_geometry *g, const float *w, Py_ssize_t filter_stride, Py_ssize_t f0,
-    int lanes, float *re, Py_ssize_t *hi)
+    int count, float *re, Py_ssize_t *hi, const int lanes)
 {
     const Py_ssize_t s0 = g->w_tap[0], s1 = g->w_tap[1], s2 = g->w_tap[2];
     const Py_ssize_t L0 = g->L[0], L1 = g->L[1], L2 = g->L[2];
@@ -211,27 +219,27 @@ static FL_ALWAYS_INLINE void ft_place_kernels(
     for (Py_ssize_t j0 = 0; j0 < K0; j0++) {
         Py_ssize_t p1 = 0;
         for (Py_ssize_t j1 = 0; j1 < K1; j1++) {
-            float *row = re + (p0 * L1 + p1) * L2 * FL_LANES;
+            float *row = re + (p0 * L1 + p1) * L2 * lanes;
             const float *taps = w + f0 * filter_stride + j0 * s0 + j1 * s1;
             if (lanes_inner) {
                 Py_ssize_t p2 = 0;
                 for (Py_ssize_t j2 = 0; j2 < K2; j2++) {
-                    float *at = row + p2 * FL_LANES;
+                    float *at = row + p2 * lanes;
                     const float *from = taps + j2 * s2;
                     if (folds)
-                        for (int v = 0; v < lanes; v++) at[v] += from[v * filter_stride];
+                        for (int v = 0; v < count; v++) at[v] += from[v * filter_stride];
                     else
-                        for (int v = 0; v < lanes; v++) at[v] = from[v * filter_stride];
+                        for (int v = 0; v < count; v++) at[v] = from[v * filter_stride];
                     p2 += d2;
                     if (p2 >= L2) p2 -= L2;
                 }
             } else {
-                for (int v = 0; v < lanes; v++) {
+                for (int v = 0; v < count; v++) {
                     const float *from = taps + v * filter_stride;
                     Py_ssize_t p2 = 0;
                     for (Py_ssize_t j2 = 0; j2 < K2; j2++) {
-                        if (folds) row[p2 * FL_LANES + v] += from[j2 * s2];
-                        else row[p2 * FL_LANES + v] = from[j2 * s2];
+                        if (folds) row[p2 * lanes + v] += from[j2 * s2];
+                        else row[p2 * lanes + v] = from[j2 * s2];
                         p2 += d2;
                         if (p2 >= L2) p2 -= L2;
                     }
@@ -245,41 +253,51 @@ static FL_ALWAYS_INLINE void ft_place_kernels(
     }
 }
 
-/* The flat index (times 8) of the mirrored frequency -k of each k, per axis. */
+/* The index of the mirrored frequency -k of each k, per axis. */
 #define FT_MIRROR(k, L) ((k) == 0 ? 0 : (L) - (k))
 
-/* The transform of the kernels of 16 filters, f0 + v in the real part of lane v and
- * f0 + 8 + v in the imaginary part (`w` filters `filter_stride` apart, taps `tap_stride`
- * apart; `count` filters from f0), into (a_re, a_im). */
-static FL_ALWAYS_INLINE void ft_kernel_pair_transform(
-    const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t filter_stride,
-    Py_ssize_t f0, Py_ssize_t count, const ft_scratch *s)
+/* How many of the 2*lanes signals from `first` of `total` a transform's real (*a) and
+ * imaginary (*b) parts hold. */
+static FL_ALWAYS_INLINE void ft_halves(Py_ssize_t total, Py_ssize_t first, const int lanes,
+                                       Py_ssize_t *a, Py_ssize_t *b)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES;
-    const Py_ssize_t zero[3] = {0, 0, 0};
-    Py_ssize_t hi[3];
-    memset(s->a_re, 0, n * sizeof(float));
-    memset(s->a_im, 0, n * sizeof(float));
-    Py_ssize_t lanes_a = count < FL_LANES ? count : FL_LANES;
-    Py_ssize_t lanes_b = count - FL_LANES;
-    if (lanes_b > FL_LANES) lanes_b = FL_LANES;
-    ft_place_kernels(g, w, filter_stride, f0, (int)lanes_a, s->a_re, hi);
-    if (lanes_b > 0)
-        ft_place_kernels(g, w, filter_stride, f0 + FL_LANES, (int)lanes_b, s->a_im, hi);
-    ft_forward(g, plans, zero, hi, s->a_re, s->a_im, s);
+    *a = total - first;
+    if (*a > lanes) *a = lanes;
+    *b = total - first - lanes;
+    if (*b > lanes) *b = lanes;
+    if (*b < 0) *b = 0;
 }
 
-/* Depthwise spectra of channel block `block` (channels 16 block ...): P and Q as four
- * arrays of N * 8 floats (P re, P im, Q re, Q im) at `out`.
+/* The transform of the kernels of 2*lanes filters, f0 + v in the real part of lane v and
+ * f0 + lanes + v in the imaginary part (`w` filters `filter_stride` apart; `count` filters
+ * from f0), into (a_re, a_im). */
+static FL_ALWAYS_INLINE void ft_kernel_pair_transform(
+    const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t filter_stride,
+    Py_ssize_t f0, Py_ssize_t count, const ft_scratch *s, const int lanes)
+{
+    const Py_ssize_t n = ft_points(g) * lanes;
+    const Py_ssize_t zero[3] = {0, 0, 0};
+    Py_ssize_t hi[3], lanes_a, lanes_b;
+    memset(s->a_re, 0, n * sizeof(float));
+    memset(s->a_im, 0, n * sizeof(float));
+    ft_halves(count, 0, lanes, &lanes_a, &lanes_b);
+    ft_place_kernels(g, w, filter_stride, f0, (int)lanes_a, s->a_re, hi, lanes);
+    if (lanes_b > 0)
+        ft_place_kernels(g, w, filter_stride, f0 + lanes, (int)lanes_b, s->a_im, hi, lanes);
+    ft_forward(g, plans, zero, hi, s->a_re, s->a_im, s, lanes);
+}
+
+/* Depthwise spectra of channel block `block` (channels 2*lanes*block ...): P and Q as
+ * four arrays of N * lanes floats (P re, P im, Q re, Q im) at `out`.
  * With Z the transform of the pair (Wa + i Wb), conj Wa = (conj Z[k] + Z[m]) / 2 and
  * conj Wb = i (conj Z[k] - Z[m]) / 2, so one transform serves both channels. */
 static FL_ALWAYS_INLINE void ft_depthwise_spectrum_body(
     const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t block,
-    float *out, const ft_scratch *s)
+    float *out, const ft_scratch *s, const int lanes)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES;
-    const Py_ssize_t c0 = block * FT_PAIR;
-    ft_kernel_pair_transform(g, plans, w, g->w_group, c0, g->groups - c0, s);
+    const Py_ssize_t n = ft_points(g) * lanes;
+    const Py_ssize_t c0 = block * 2 * lanes;
+    ft_kernel_pair_transform(g, plans, w, g->w_group, c0, g->groups - c0, s, lanes);
     const float q = 0.25f / (float)ft_points(g);
     const float *restrict z_re = s->a_re, *restrict z_im = s->a_im;
     float *restrict p_re = out, *restrict p_im = out + n;
@@ -288,29 +306,30 @@ static FL_ALWAYS_INLINE void ft_depthwise_spectrum_body(
     for (Py_ssize_t k0 = 0; k0 < L0; k0++)
         for (Py_ssize_t k1 = 0; k1 < L1; k1++)
             for (Py_ssize_t k2 = 0; k2 < L2; k2++) {
-                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * FL_LANES;
+                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * lanes;
                 const Py_ssize_t m = ((FT_MIRROR(k0, L0) * L1 + FT_MIRROR(k1, L1)) * L2
-                                      + FT_MIRROR(k2, L2)) * FL_LANES;
-                const ft_vec kr = ft_load(z_re + k), ki = ft_load(z_im + k);
-                const ft_vec mr = ft_load(z_re + m), mi = ft_load(z_im + m);
-                ft_store(p_re + k, (kr + mr + ki + mi) * q);
-                ft_store(p_im + k, (kr - mr - ki + mi) * q);
-                ft_store(q_re + k, (kr + mr - ki - mi) * q);
-                ft_store(q_im + k, (mr - kr - ki + mi) * q);
+                                      + FT_MIRROR(k2, L2)) * lanes;
+                FT_LANE_VECTORS(lanes,
+                    const FT_VEC kr = FT_LOAD(z_re + k), ki = FT_LOAD(z_im + k);
+                    const FT_VEC mr = FT_LOAD(z_re + m), mi = FT_LOAD(z_im + m);
+                    FT_STORE(p_re + k, (kr + mr + ki + mi) * q);
+                    FT_STORE(p_im + k, (kr - mr - ki + mi) * q);
+                    FT_STORE(q_re + k, (kr + mr - ki - mi) * q);
+                    FT_STORE(q_im + k, (mr - kr - ki + mi) * q););
             }
 }
 
-/* Bank spectra of group `group`, outputs 16 ob ... 16 ob + 15: V re then V im (N * 8
- * floats each) at `out`. V = conj Wa + i conj Wb is Z[m],
+/* Bank spectra of group `group`, the 2*lanes outputs from 2*lanes*ob: V re then V im
+ * (N * lanes floats each) at `out`. V = conj Wa + i conj Wb is Z[m],
  * Z the transform of the pair (Wa + i Wb). */
 static FL_ALWAYS_INLINE void ft_bank_spectrum_body(
     const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t group,
-    Py_ssize_t ob, float *out, const ft_scratch *s)
+    Py_ssize_t ob, float *out, const ft_scratch *s, const int lanes)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES;
-    const Py_ssize_t o0 = ob * FT_PAIR;
+    const Py_ssize_t n = ft_points(g) * lanes;
+    const Py_ssize_t o0 = ob * 2 * lanes;
     ft_kernel_pair_transform(g, plans, w + group * g->w_group, g->w_out, o0, g->ocg - o0,
-                             s);
+                             s, lanes);
     const float scale = 1.0f / (float)ft_points(g);
     const float *restrict z_re = s->a_re, *restrict z_im = s->a_im;
     float *restrict v_re = out, *restrict v_im = out + n;
@@ -318,19 +337,21 @@ static FL_ALWAYS_INLINE void ft_bank_spectrum_body(
     for (Py_ssize_t k0 = 0; k0 < L0; k0++)
         for (Py_ssize_t k1 = 0; k1 < L1; k1++)
             for (Py_ssize_t k2 = 0; k2 < L2; k2++) {
-                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * FL_LANES;
+                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * lanes;
                 const Py_ssize_t m = ((FT_MIRROR(k0, L0) * L1 + FT_MIRROR(k1, L1)) * L2
-                                      + FT_MIRROR(k2, L2)) * FL_LANES;
-                ft_store(v_re + k, ft_load(z_re + m) * scale);
-                ft_store(v_im + k, ft_load(z_im + m) * scale);
+                                      + FT_MIRROR(k2, L2)) * lanes;
+                FT_LANE_VECTORS(lanes,
+                    FT_STORE(v_re + k, FT_LOAD(z_re + m) * scale);
+                    FT_STORE(v_im + k, FT_LOAD(z_im + m) * scale););
             }
 }
 
 /* Y = Z P + conj(Z[mirror]) Q in place, every frequency with its mirror. */
 static FL_ALWAYS_INLINE void ft_pair_product(
-    const ft_geometry *g, float *restrict re, float *restrict im, const float *spec)
+    const ft_geometry *g, float *restrict re, float *restrict im, const float *spec,
+    const int lanes)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t n = ft_points(g) * lanes;
     const float *restrict p_re = spec, *restrict p_im = spec + n;
     const float *restrict q_re = spec + 2 * n, *restrict q_im = spec + 3 * n;
     const Py_ssize_t L0 = g->L[0], L1 = g->L[1], L2 = g->L[2];
@@ -343,20 +364,21 @@ static FL_ALWAYS_INLINE void ft_pair_product(
             for (Py_ssize_t k2 = 0; k2 < L2; k2++) {
                 const Py_ssize_t m2 = FT_MIRROR(k2, L2);
                 if (m0 == k0 && m1 == k1 && m2 < k2) continue;
-                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * FL_LANES;
-                const Py_ssize_t m = ((m0 * L1 + m1) * L2 + m2) * FL_LANES;
-                const ft_vec zr = ft_load(re + k), zi = ft_load(im + k);
-                const ft_vec wr = ft_load(re + m), wi = ft_load(im + m);
-                const ft_vec pkr = ft_load(p_re + k), pki = ft_load(p_im + k);
-                const ft_vec qkr = ft_load(q_re + k), qki = ft_load(q_im + k);
-                const ft_vec pmr = ft_load(p_re + m), pmi = ft_load(p_im + m);
-                const ft_vec qmr = ft_load(q_re + m), qmi = ft_load(q_im + m);
-                /* Z[m] P[m] + conj(Z[k]) Q[m], then Z[k] P[k] + conj(Z[m]) Q[k] (the
-                 * second store wins where k == m, both being equal there) */
-                ft_store(re + m, wr * pmr - wi * pmi + zr * qmr + zi * qmi);
-                ft_store(im + m, wr * pmi + wi * pmr + zr * qmi - zi * qmr);
-                ft_store(re + k, zr * pkr - zi * pki + wr * qkr + wi * qki);
-                ft_store(im + k, zr * pki + zi * pkr + wr * qki - wi * qkr);
+                const Py_ssize_t k = ((k0 * L1 + k1) * L2 + k2) * lanes;
+                const Py_ssize_t m = ((m0 * L1 + m1) * L2 + m2) * lanes;
+                FT_LANE_VECTORS(lanes,
+                    const FT_VEC zr = FT_LOAD(re + k), zi = FT_LOAD(im + k);
+                    const FT_VEC wr = FT_LOAD(re + m), wi = FT_LOAD(im + m);
+                    const FT_VEC pkr = FT_LOAD(p_re + k), pki = FT_LOAD(p_im + k);
+                    const FT_VEC qkr = FT_LOAD(q_re + k), qki = FT_LOAD(q_im + k);
+                    const FT_VEC pmr = FT_LOAD(p_re + m), pmi = FT_LOAD(p_im + m);
+                    const FT_VEC qmr = FT_LOAD(q_re + m), qmi = FT_LOAD(q_im + m);
+                    /* Z[m] P[m] + conj(Z[k]) Q[m], then Z[k] P[k] + conj(Z[m]) Q[k] (the
+                     * second store wins where k == m, both being equal there) */
+                    FT_STORE(re + m, wr * pmr - wi * pmi + zr * qmr + zi * qmi);
+                    FT_STORE(im + m, wr * pmi + wi * pmr + zr * qmi - zi * qmr);
+                    FT_STORE(re + k, zr * pkr - zi * pki + wr * qkr + wi * qki);
+                    FT_STORE(im + k, zr * pki + zi * pkr + wr * qki - wi * qkr););
             }
         }
     }
@@ -367,14 +389,12 @@ static FL_ALWAYS_INLINE void ft_pair_product(
 static FL_ALWAYS_INLINE void ft_depthwise_task_body(
     const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
     const float *bias, float *dst, Py_ssize_t block, Py_ssize_t image, Py_ssize_t tile,
-    const ft_scratch *s)
+    const ft_scratch *s, const int lanes)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES;
-    const Py_ssize_t C = g->groups, c0 = block * FT_PAIR;
-    Py_ssize_t lanes_a = C - c0, lanes_b = C - c0 - FL_LANES;
-    if (lanes_a > FL_LANES) lanes_a = FL_LANES;
-    if (lanes_b > FL_LANES) lanes_b = FL_LANES;
-    if (lanes_b < 0) lanes_b = 0;
+    const Py_ssize_t n = ft_points(g) * lanes;
+    const Py_ssize_t C = g->groups, c0 = block * 2 * lanes;
+    Py_ssize_t lanes_a, lanes_b;
+    ft_halves(C, c0, lanes, &lanes_a, &lanes_b);
     ft_axis_tile ax[3];
     const Py_ssize_t t2 = tile % g->tiles[2], t1 = (tile / g->tiles[2]) % g->tiles[1];
     const Py_ssize_t t0 = tile / (g->tiles[2] * g->tiles[1]);
@@ -392,17 +412,17 @@ static FL_ALWAYS_INLINE void ft_depthwise_task_body(
                                       * I2 + ax[2].start) * C + c0;
             for (Py_ssize_t p2 = ax[2].lo; p2 < ax[2].hi; p2++) {
                 const float *from = row + p2 * C;
-                const Py_ssize_t at = ((p0 * L1 + p1) * L2 + p2) * FL_LANES;
+                const Py_ssize_t at = ((p0 * L1 + p1) * L2 + p2) * lanes;
                 for (Py_ssize_t v = 0; v < lanes_a; v++) re[at + v] = from[v];
-                for (Py_ssize_t v = 0; v < lanes_b; v++) im[at + v] = from[FL_LANES + v];
+                for (Py_ssize_t v = 0; v < lanes_b; v++) im[at + v] = from[lanes + v];
             }
         }
     const Py_ssize_t lo[3] = {ax[0].lo, ax[1].lo, ax[2].lo};
     const Py_ssize_t hi[3] = {ax[0].hi, ax[1].hi, ax[2].hi};
-    ft_forward(g, plans, lo, hi, re, im, s);
-    ft_pair_product(g, re, im, spectra + block * 4 * n);
+    ft_forward(g, plans, lo, hi, re, im, s, lanes);
+    ft_pair_product(g, re, im, spectra + block * 4 * n, lanes);
     const Py_ssize_t keep[3] = {ax[0].count, ax[1].count, ax[2].count};
-    ft_inverse(g, plans, keep, re, im, s);
+    ft_inverse(g, plans, keep, re, im, s, lanes);
     const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
     for (Py_ssize_t q0 = 0; q0 < keep[0]; q0++)
         for (Py_ssize_t q1 = 0; q1 < keep[1]; q1++) {
@@ -410,36 +430,37 @@ static FL_ALWAYS_INLINE void ft_depthwise_task_body(
                                 + ax[2].first) * C + c0;
             for (Py_ssize_t q2 = 0; q2 < keep[2]; q2++) {
                 float *to = row + q2 * C;
-                const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * FL_LANES;
+                const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * lanes;
                 if (bias) {
                     for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v] + bias[c0 + v];
                     for (Py_ssize_t v = 0; v < lanes_b; v++)
-                        to[FL_LANES + v] = im[at + v] + bias[c0 + FL_LANES + v];
+                        to[lanes + v] = im[at + v] + bias[c0 + lanes + v];
                 } else {
                     for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v];
-                    for (Py_ssize_t v = 0; v < lanes_b; v++) to[FL_LANES + v] = im[at + v];
+                    for (Py_ssize_t v = 0; v < lanes_b; v++) to[lanes + v] = im[at + v];
                 }
             }
         }
 }
 
-/* One bank task: group `group`, units [u0, u0 + 8) of the (image, tile) list (image
- * major), the blocks of 16 outputs [ob_lo, ob_hi). `src` is (N, I0, I1, I2, G), `dst` (N, O0, O1, O2,
- * G * OCg), `spectra` the groups' V blocks, (G, ceil(OCg / 16), 2, N, 8). */
+/* One bank task: group `group`, units [u0, u0 + lanes) of the (image, tile) list (image
+ * major), the blocks of 2*lanes outputs [ob_lo, ob_hi). `src` is (N, I0, I1, I2, G), `dst`
+ * (N, O0, O1, O2, G * OCg), `spectra` the groups' V blocks, (G, ceil(OCg / (2*lanes)), 2,
+ * N, lanes). */
 static FL_ALWAYS_INLINE void ft_bank_task_body(
     const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
     const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t ob_lo,
-    Py_ssize_t ob_hi, const ft_scratch *s)
+    Py_ssize_t ob_hi, const ft_scratch *s, const int lanes)
 {
-    const Py_ssize_t n = ft_points(g) * FL_LANES;
+    const Py_ssize_t n = ft_points(g) * lanes;
     const Py_ssize_t tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
     Py_ssize_t units = g->batch * tiles - u0;
-    if (units > FL_LANES) units = FL_LANES;
+    if (units > lanes) units = lanes;
     const Py_ssize_t G = g->groups, OC = g->groups * g->ocg;
     const Py_ssize_t L1 = g->L[1], L2 = g->L[2];
     const Py_ssize_t I0 = g->in_shape[0], I1 = g->in_shape[1], I2 = g->in_shape[2];
     const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
-    ft_axis_tile ax[FL_LANES][3];
+    ft_axis_tile ax[FL_MAX_LANES][3];
     Py_ssize_t lo[3] = {g->L[0], g->L[1], g->L[2]}, hi[3] = {0, 0, 0};
     float *x_re = s->b_re, *x_im = s->b_im;
     memset(x_re, 0, n * sizeof(float));
@@ -460,31 +481,30 @@ static FL_ALWAYS_INLINE void ft_bank_task_body(
                 const float *row = src + (((image * I0 + p0 + ax[u][0].start) * I1 + p1
                                            + ax[u][1].start) * I2 + ax[u][2].start) * G + group;
                 for (Py_ssize_t p2 = ax[u][2].lo; p2 < ax[u][2].hi; p2++)
-                    x_re[((p0 * L1 + p1) * L2 + p2) * FL_LANES + u] = row[p2 * G];
+                    x_re[((p0 * L1 + p1) * L2 + p2) * lanes + u] = row[p2 * G];
             }
     }
     for (int a = 0; a < 3; a++)
         if (hi[a] < lo[a]) { lo[a] = 0; hi[a] = 0; }
-    ft_forward(g, plans, lo, hi, x_re, x_im, s);
-    const Py_ssize_t out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
+    ft_forward(g, plans, lo, hi, x_re, x_im, s, lanes);
+    const Py_ssize_t out_blocks = (g->ocg + 2 * lanes - 1) / (2 * lanes);
     float *re = s->a_re, *im = s->a_im;
     for (Py_ssize_t ob = ob_lo; ob < ob_hi && ob < out_blocks; ob++) {
         const float *v_re = spectra + (group * out_blocks + ob) * 2 * n, *v_im = v_re + n;
-        const Py_ssize_t o0 = ob * FT_PAIR;
-        Py_ssize_t lanes_a = g->ocg - o0, lanes_b = g->ocg - o0 - FL_LANES;
-        if (lanes_a > FL_LANES) lanes_a = FL_LANES;
-        if (lanes_b > FL_LANES) lanes_b = FL_LANES;
-        if (lanes_b < 0) lanes_b = 0;
+        const Py_ssize_t o0 = ob * 2 * lanes;
+        Py_ssize_t lanes_a, lanes_b;
+        ft_halves(g->ocg, o0, lanes, &lanes_a, &lanes_b);
         const Py_ssize_t c0 = group * g->ocg + o0;
         for (Py_ssize_t u = 0; u < units; u++) {
-            for (Py_ssize_t i = 0; i < n; i += FL_LANES) {
+            for (Py_ssize_t i = 0; i < n; i += lanes) {
                 const float xr = x_re[i + u], xi = x_im[i + u];
-                const ft_vec vr = ft_load(v_re + i), vi = ft_load(v_im + i);
-                ft_store(re + i, xr * vr - xi * vi);
-                ft_store(im + i, xr * vi + xi * vr);
+                FT_LANE_VECTORS(lanes,
+                    const FT_VEC vr = FT_LOAD(v_re + i), vi = FT_LOAD(v_im + i);
+                    FT_STORE(re + i, xr * vr - xi * vi);
+                    FT_STORE(im + i, xr * vi + xi * vr););
             }
             const Py_ssize_t keep[3] = {ax[u][0].count, ax[u][1].count, ax[u][2].count};
-            ft_inverse(g, plans, keep, re, im, s);
+            ft_inverse(g, plans, keep, re, im, s, lanes);
             const Py_ssize_t image = (u0 + u) / tiles;
             for (Py_ssize_t q0 = 0; q0 < keep[0]; q0++)
                 for (Py_ssize_t q1 = 0; q1 < keep[1]; q1++) {
@@ -492,16 +512,16 @@ static FL_ALWAYS_INLINE void ft_bank_task_body(
                                          + ax[u][1].first + q1) * O2 + ax[u][2].first) * OC + c0;
                     for (Py_ssize_t q2 = 0; q2 < keep[2]; q2++) {
                         float *to = row + q2 * OC;
-                        const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * FL_LANES;
+                        const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * lanes;
                         if (bias) {
                             for (Py_ssize_t v = 0; v < lanes_a; v++)
                                 to[v] = re[at + v] + bias[c0 + v];
                             for (Py_ssize_t v = 0; v < lanes_b; v++)
-                                to[FL_LANES + v] = im[at + v] + bias[c0 + FL_LANES + v];
+                                to[lanes + v] = im[at + v] + bias[c0 + lanes + v];
                         } else {
                             for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v];
                             for (Py_ssize_t v = 0; v < lanes_b; v++)
-                                to[FL_LANES + v] = im[at + v];
+                                to[lanes + v] = im[at + v];
                         }
                     }
                 }
@@ -509,49 +529,77 @@ static FL_ALWAYS_INLINE void ft_bank_task_body(
     }
 }
 
-/* One copy of each entry point per instruction-set level, dispatched on the level in
- * effect (as winograd_levels.h does). */
+/* One transform of `lanes_of` lanes (8 or 16) of (re, im), for tests. */
+static FL_ALWAYS_INLINE void ft_lane_transform_body(
+    Py_ssize_t lanes_of, const fl_plan *p, float *re, float *im, int inverse, float *work,
+    const int lanes)
+{
+    (void)lanes_of; /* what the dispatch below chose `lanes` by */
+    fl_fft_body(p, re, im, inverse, work, lanes);
+}
+
+/* The entry points: each runs the lane count LANES_OF (8 or 16) with the widest copy the
+ * level in effect runs: 16 lanes with the x86-64-v4 copy, 8 with the x86-64-v3 one (as
+ * winograd_levels.h dispatches), the portable copies otherwise. The lane count comes from
+ * the caller, not the level, so that a change of the cap while a run goes on keeps the
+ * layout of its spectra and buffers. */
+#define FT_ARGS(...) __VA_ARGS__
+#define FT_COPY(name, suffix, ATTRIBUTES, LANES, PARAMS, ARGS)                               \
+    static ATTRIBUTES void name##_##suffix PARAMS { name##_body(FT_ARGS ARGS, LANES); }
+#define FT_PORTABLE_COPIES(name, PARAMS, ARGS)                                               \
+    FT_COPY(name, 8, , 8, PARAMS, ARGS)                                                      \
+    FT_COPY(name, 16, , 16, PARAMS, ARGS)
 #if CL_X86_DISPATCH
-#define FT_LEVEL_COPY(name, suffix, TARGET, PARAMS, ARGS)                                   \
-    static __attribute__((target(TARGET), noinline)) void name##_##suffix PARAMS {         \
-        name##_body ARGS;                                                                   \
-    }
-#define FT_DISPATCHED(name, PARAMS, ARGS)                                                   \
-    FT_LEVEL_COPY(name, v4, "arch=x86-64-v4", PARAMS, ARGS)                                 \
-    FT_LEVEL_COPY(name, v3, "arch=x86-64-v3", PARAMS, ARGS)                                 \
-    static void name PARAMS {                                                               \
-        if (cl_isa_in_effect == CL_ISA_AVX512) name##_v4 ARGS;                              \
-        else if (cl_isa_in_effect == CL_ISA_AVX2) name##_v3 ARGS;                           \
-        else name##_body ARGS;                                                              \
+#define FT_DISPATCHED(name, LANES_OF, PARAMS, ARGS)                                          \
+    FT_COPY(name, v4, __attribute__((target("arch=x86-64-v4"), noinline)), 16, PARAMS, ARGS) \
+    FT_COPY(name, v3, __attribute__((target("arch=x86-64-v3"), noinline)), 8, PARAMS, ARGS)  \
+    FT_PORTABLE_COPIES(name, PARAMS, ARGS)                                                   \
+    static void name PARAMS {                                                                \
+        if ((LANES_OF) == 16) {                                                              \
+            if (cl_isa_in_effect == CL_ISA_AVX512) name##_v4 ARGS;                           \
+            else name##_16 ARGS;                                                             \
+        } else if (cl_isa_in_effect >= CL_ISA_AVX2) name##_v3 ARGS;                          \
+        else name##_8 ARGS;                                                                  \
     }
 #else
-#define FT_DISPATCHED(name, PARAMS, ARGS) static void name PARAMS { name##_body ARGS; }
+#define FT_DISPATCHED(name, LANES_OF, PARAMS, ARGS)                                          \
+    FT_PORTABLE_COPIES(name, PARAMS, ARGS)                                                   \
+    static void name PARAMS {                                                                \
+        if ((LANES_OF) == 16) name##_16 ARGS;                                                \
+        else name##_8 ARGS;                                                                  \
+    }
 #endif
 
-FT_DISPATCHED(ft_depthwise_spectrum,
+FT_DISPATCHED(ft_depthwise_spectrum, g->lanes,
     (const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t block,
      float *out, const ft_scratch *s),
     (g, plans, w, block, out, s))
 
-FT_DISPATCHED(ft_bank_spectrum,
+FT_DISPATCHED(ft_bank_spectrum, g->lanes,
     (const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t group,
      Py_ssize_t ob, float *out, const ft_scratch *s),
     (g, plans, w, group, ob, out, s))
 
-FT_DISPATCHED(ft_depthwise_task,
+FT_DISPATCHED(ft_depthwise_task, g->lanes,
     (const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
      const float *bias, float *dst, Py_ssize_t block, Py_ssize_t image, Py_ssize_t tile,
      const ft_scratch *s),
     (g, plans, src, spectra, bias, dst, block, image, tile, s))
 
-FT_DISPATCHED(ft_bank_task,
+FT_DISPATCHED(ft_bank_task, g->lanes,
     (const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
      const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t ob_lo,
      Py_ssize_t ob_hi, const ft_scratch *s),
     (g, plans, src, spectra, bias, dst, group, u0, ob_lo, ob_hi, s))
 
+FT_DISPATCHED(ft_lane_transform, lanes_of,
+    (Py_ssize_t lanes_of, const fl_plan *p, float *re, float *im, int inverse, float *work),
+    (lanes_of, p, re, im, inverse, work))
+
 #undef FT_DISPATCHED
-#undef FT_LEVEL_COPY
+#undef FT_PORTABLE_COPIES
+#undef FT_COPY
+#undef FT_ARGS
 
 /* What one driver's tasks share, and the task it runs by index. */
 typedef struct {
@@ -595,17 +643,17 @@ static void ft_depthwise_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch
                       (t % r->per_block) / r->tiles, t % r->tiles, s);
 }
 
-/* Bank task t: group major, then 8 (image, tile) units at a time, then `ob_step` blocks
- * of 16 outputs at a time (each task transforms its units' input again). */
+/* Bank task t: group major, then `lanes` (image, tile) units at a time, then `ob_step`
+ * blocks of 2*lanes outputs at a time (each task transforms its units' input again). */
 static void ft_bank_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
 {
     const Py_ssize_t ob = t % r->ob_tasks * r->ob_step;
     ft_bank_task(r->g, r->plans, r->src, r->spectra, r->bias, r->dst, t / r->per_group,
-                 (t % r->per_group) / r->ob_tasks * FL_LANES, ob, ob + r->ob_step, s);
+                 (t % r->per_group) / r->ob_tasks * r->g->lanes, ob, ob + r->ob_step, s);
 }
 
-/* Spectrum task t: depthwise, channel block t (4 N 8 floats); banks, (group, block of 16
- * outputs) (2 N 8 floats). */
+/* Spectrum task t: depthwise, channel block t (4 N lanes floats); banks, (group, block of
+ * 2*lanes outputs) (2 N lanes floats). */
 static void ft_spectrum_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
 {
     if (r->depthwise)
@@ -623,7 +671,8 @@ static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const f
     r.g = g; r.plans = plans; r.src = src; r.spectra = spectra; r.bias = bias; r.dst = dst;
     r.tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
     r.per_block = g->batch * r.tiles;
-    ft_run_tasks(&r, ft_depthwise_task_at, (g->groups + FT_PAIR - 1) / FT_PAIR * r.per_block,
+    const Py_ssize_t pair = 2 * g->lanes;
+    ft_run_tasks(&r, ft_depthwise_task_at, (g->groups + pair - 1) / pair * r.per_block,
                  scratch, scratch_stride, threads);
 }
 
@@ -635,10 +684,11 @@ static void ft_run_bank(const ft_geometry *g, const fl_plan *plans, const float 
     ft_run r = {0};
     r.g = g; r.plans = plans; r.src = src; r.spectra = spectra; r.bias = bias; r.dst = dst;
     const Py_ssize_t units = g->batch * g->tiles[0] * g->tiles[1] * g->tiles[2];
-    const Py_ssize_t out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
+    const Py_ssize_t pair = 2 * g->lanes;
+    const Py_ssize_t out_blocks = (g->ocg + pair - 1) / pair;
     r.ob_step = ob_step < 1 ? 1 : ob_step;
     r.ob_tasks = (out_blocks + r.ob_step - 1) / r.ob_step;
-    r.per_group = (units + FL_LANES - 1) / FL_LANES * r.ob_tasks;
+    r.per_group = (units + g->lanes - 1) / g->lanes * r.ob_tasks;
     ft_run_tasks(&r, ft_bank_task_at, g->groups * r.per_group, scratch, scratch_stride,
                  threads);
 }
@@ -649,10 +699,11 @@ static void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const flo
 {
     ft_run r = {0};
     r.g = g; r.plans = plans; r.w = w; r.out = out; r.depthwise = depthwise;
-    r.n = ft_points(g) * FL_LANES;
-    r.out_blocks = (g->ocg + FT_PAIR - 1) / FT_PAIR;
+    r.n = ft_points(g) * g->lanes;
+    const Py_ssize_t pair = 2 * g->lanes;
+    r.out_blocks = (g->ocg + pair - 1) / pair;
     ft_run_tasks(&r, ft_spectrum_task_at,
-                 depthwise ? (g->groups + FT_PAIR - 1) / FT_PAIR : g->groups * r.out_blocks,
+                 depthwise ? (g->groups + pair - 1) / pair : g->groups * r.out_blocks,
                  scratch, scratch_stride, threads);
 }
 
