@@ -642,11 +642,6 @@ def _make_prepare(m: int):
 
 # --------------------------------------------------------------------------- cost
 
-# The tile transforms' vector: 64 bytes at every level (one AVX-512 register, two AVX2 or
-# four SSE2 ones).
-TRANSFORM_VECTOR_BYTES = 64
-
-
 def transform_flops(m: int, problem) -> int:
     """2 x multiply-adds of the input and output tile transforms, counting the zero
     entries of B^T and A^T (the 2-D register path multiplies them too) and the unused
@@ -658,9 +653,11 @@ def transform_flops(m: int, problem) -> int:
     per_channel_in = r * alpha ** (r + 1)
     # output: the last axis first (alpha^(r-1) lines), then lines shrinking to m
     per_channel_out = sum(alpha ** (r - 1 - k) * m ** k * m * alpha for k in range(r))
-    lanes = TRANSFORM_VECTOR_BYTES // problem.dtype.itemsize
-    in_channels = problem.groups * -(-problem.in_channels_per_group // lanes) * lanes
-    out_channels = problem.groups * -(-problem.out_channels_per_group // lanes) * lanes
+    itemsize = problem.dtype.itemsize
+    in_channels = problem.groups * _winograd.vector_channels(problem.in_channels_per_group,
+                                                             itemsize)
+    out_channels = problem.groups * _winograd.vector_channels(problem.out_channels_per_group,
+                                                              itemsize)
     return 2 * total_tiles(m, problem) * (in_channels * per_channel_in
                                           + out_channels * per_channel_out)
 

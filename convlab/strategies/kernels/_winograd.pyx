@@ -217,11 +217,19 @@ cdef inline int _output(const real *M, Py_ssize_t pos_stride, Py_ssize_t row_str
                                  t_begin, t_end, row_begin, dst, buf_a, buf_b)
 
 
-# The fast paths run whole 64-byte vectors of channels, padding a partial one in the tile
-# buffers, so a buffer holds at least this many channels per transform position.
+# The fast paths run whole 64-byte vectors of channels at every level (WG_VL), padding a
+# partial one in the tile buffers, so a buffer holds at least this many channels per
+# transform position.
 cdef enum:
+    _VECTOR_BYTES = 64
     _VECTOR_ELEMENTS = 16
 VECTOR_ELEMENTS = _VECTOR_ELEMENTS
+
+
+cpdef Py_ssize_t vector_channels(Py_ssize_t channels, Py_ssize_t itemsize):
+    """channels rounded up to whole 64-byte vectors, as the tile transforms run them."""
+    cdef Py_ssize_t lanes = _VECTOR_BYTES // itemsize
+    return (channels + lanes - 1) // lanes * lanes
 
 
 cpdef Py_ssize_t position_stride(Py_ssize_t elements, Py_ssize_t itemsize):
