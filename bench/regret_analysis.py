@@ -84,16 +84,21 @@ def load_constants(path):
 
 
 def read_layers(path):
-    """{layer: (suite, descriptor, threads, {contender: seconds})} of one bench CSV."""
+    """{layer: (suite, descriptor, threads, {contender: seconds})} of one bench CSV; a
+    layer whose name an earlier one of another shape took (the 1d suite has two
+    1d_gconv_channel-block-4) is named with its descriptor."""
     layers = {}
     with open(path, newline="") as handle:
         for row in csv.DictReader(handle):
             if int(row["mb"]) != 1 or not row["median_ms"]:
                 continue
-            entry = layers.setdefault(row["layer"], (row["suite"], row["descriptor"],
-                                                     int(row["threads"]), {}))
+            entry = layers.setdefault((row["layer"], row["descriptor"]),
+                                      (row["suite"], row["descriptor"], int(row["threads"]), {}))
             entry[3][row["contender"]] = float(row["median_ms"]) * 1e-3
-    return layers
+    named = {}
+    for (name, descriptor), entry in layers.items():
+        named[f"{name} ({descriptor})" if name in named else name] = entry
+    return named
 
 
 def features(problem) -> list[str]:

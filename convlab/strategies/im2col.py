@@ -585,15 +585,25 @@ def cost_terms(problem, threads) -> dict:
     else:
         unfold_bytes = m_total * width * problem.groups * itemsize
     calls = p.chunks * problem.groups * p.reduction_blocks * p.oc_blocks * p.tap_slabs
+    depth = min(width, p.cols_per_block) // p.tap_slabs
+    # Calls within SMALL_GEMM_MNK (which OpenBLAS runs unpacked) have a fixed cost of
+    # their own, and another again where each first fills a panel: 100 groups of a
+    # 15 x 4 x 4 GEMM on the input as it lies take 22 us in all (the 1d suite's 1x1
+    # 1d_gconv_channel-block-4), where a constant for every call put them at 440 us.
+    small = min(p.rows, m_total) * ocg * depth <= SMALL_GEMM_MNK
+    in_place = small and p.path == PATH_DIRECT
     # BLAS packs its B operand (the weights block) on every call: costly when few rows
     # share it (res5*, short 1-D sequences); tap slabs pack a slab each
-    packed_bytes = calls * min(width, p.cols_per_block) // p.tap_slabs * ocg * itemsize
+    packed_bytes = calls * depth * ocg * itemsize
     multiplied = problem.flops * (1.0 - padded_row_fraction(problem) if p.tap_slabs > 1
                                   else 1.0)
     # float64 GEMM does half the multiply-adds per vector instruction
     terms = {**cost_model.FIXED_TERMS,
              "gemm_flops": multiplied * itemsize / 4 / (efficiency * parallel),
-             "unfold_bytes": unfold_bytes / p.threads, "gemm_calls": calls / p.threads,
+             "unfold_bytes": unfold_bytes / p.threads,
+             "gemm_calls": 0.0 if small else calls / p.threads,
+             "small_gemm_calls": calls / p.threads if small and not in_place else 0.0,
+             "small_in_place_gemm_calls": calls / p.threads if in_place else 0.0,
              "packed_weight_bytes": packed_bytes / p.threads}
     # A strided 1x1's GEMM on its gathered rows runs at its own rate: with the shared
     # constant the model put it 13-20% faster than measured at batch 8 (res3a_branch1,
@@ -601,6 +611,12 @@ def cost_terms(problem, threads) -> dict:
     # bench/results/cost_timings_mb8_2026-11-25_86fe200_run*.csv), so auto chose it over
     # direct, which was 10% faster there, as on most gathered layers at batch 1.
     terms["gather_gemm_flops"] = terms["gemm_flops"] if p.path == PATH_GATHER else 0.0
+    # One output channel per group makes each GEMM a matrix-vector product, which runs
+    # at its own, memory-bound rate: depthwise 3x3 on 64 channels of 56x56 takes 4.0 ms
+    # where the GEMM rate puts it at 1.3 ms (Intel Xeon family 6 model 207, 2 threads,
+    # bench/results/design_timings_avx512_2026-11-27_xeon-emr_fft16.csv).
+    terms["gemv_flops"] = terms["gemm_flops"] if ocg == 1 else 0.0
+    terms["small_gemm_flops"] = terms["gemm_flops"] if small and ocg > 1 else 0.0
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
                "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,
                "workspace_mb": round(p.work_elements * itemsize / 2**20, 2)}

@@ -76,10 +76,10 @@ DESIGN: tuple[DesignProblem, ...] = (
     DesignProblem("narrow_oc_3x3", "mb1ic64ih56oc8oh56kh3ph1",
                   "im2col unfold_bytes (a wide panel for 8 outputs); direct src_bytes"),
     DesignProblem("grouped_3x3", "g32mb1ic128ih28oc128oh28kh3ph1",
-                  "direct inner_loops (4 channels a group); im2col gemm_calls; Winograd "
+                  "direct inner_loops (4 channels a group); im2col small_gemm_calls; Winograd "
                   "tiles (a tile set per group)"),
     DesignProblem("depthwise_3x3", "g64mb1ic64ih56oc64oh56kh3ph1",
-                  "direct depthwise_flops; Winograd tiles; im2col gemm_calls"),
+                  "direct depthwise_flops; Winograd tiles; im2col small_gemm_calls, gemv_flops"),
     DesignProblem("depthwise_3x3_s2", "g128mb1ic128ih56oc128oh28kh3sh2ph1",
                   "direct depthwise_flops, src_bytes (stride 2)"),
     DesignProblem("pointwise_56", "mb1ic64ih56oc256oh56kh1ph0",
@@ -182,6 +182,9 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "batch 4: 1-D and 2-D batches run as one image's depth slices", EXTRA),
     DesignProblem("grouped_1d", "g8mb1ic64iw256oc64ow256kw3pw1",
                   "grouped 1-D", EXTRA),
+    DesignProblem("grouped_1x1_1d_tiny", "g100mb1ic400iw15oc400ow15kw1pw0",
+                  "im2col small_in_place_gemm_calls: 100 GEMMs of 15 x 4 x 4 on the input "
+                  "as it lies (the 1d suite's grouped 1x1)", EXTRA),
     DesignProblem("asymmetric_1x7", "mb1ic128ih17iw17oc128oh17ow17kh1kw7ph0pw3",
                   "1x7 (Inception-v3)", EXTRA),
 )
