@@ -13,7 +13,7 @@ its speed-up over the first setting, then the geo-mean.
     python bench/direct_tiling.py --suite resnet_50 --mb 8 --settings prefetch=0 \
         prefetch=16777216
 
-A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels, stream and
+A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels, pass_limit (bytes), stream and
 prefetch (bytes, 0 for never); a key left out keeps the kernel's default.
 """
 from __future__ import annotations
@@ -34,18 +34,20 @@ from convlab.runtime.timing import time_block  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
 from convlab.strategies.kernels import _direct  # noqa: E402
 
-KNOBS = ("pass", "min_channels", "stream", "prefetch")
+KNOBS = ("pass", "min_channels", "pass_limit", "stream", "prefetch")
 
 
 def current_knobs():
     """The kernel's knobs as they are now (read by setting and restoring them)."""
     pass_size = _direct.set_pass_size(1, 1)
     _direct.set_pass_size(*pass_size)
+    pass_limit = _direct.set_pass_limit(0)
+    _direct.set_pass_limit(pass_limit)
     stream = _direct.set_streaming(0)
     _direct.set_streaming(stream)
     prefetch = _direct.set_prefetch(0)
     _direct.set_prefetch(prefetch)
-    return dict(zip(KNOBS, pass_size + (stream, prefetch)))
+    return dict(zip(KNOBS, pass_size + (pass_limit, stream, prefetch)))
 
 
 def parse_setting(text, defaults):
@@ -61,8 +63,9 @@ def parse_setting(text, defaults):
 
 
 def apply_setting(setting):
-    pass_bytes, min_channels, stream, prefetch = setting
+    pass_bytes, min_channels, pass_limit, stream, prefetch = setting
     _direct.set_pass_size(pass_bytes, min_channels)
+    _direct.set_pass_limit(pass_limit)
     _direct.set_streaming(stream)
     _direct.set_prefetch(prefetch)
 

@@ -124,7 +124,8 @@ def prepare_weights(problem, weights, one_shot: bool = False) -> PreparedWeights
         # a one-shot call then skips copying the weights, which on weight-heavy layers
         # costs about as much as a tenth of the convolution.
         weights = np.asarray(weights, dtype=problem.dtype).reshape(g, *kernel, icg, padded)
-        if not (one_shot and _kernel_reads_in_place(weights)):
+        if not (one_shot and _kernel_reads_in_place(weights)
+                and weights.nbytes <= CACHED_WEIGHT_BYTES):
             weights = np.ascontiguousarray(weights)
         return PreparedWeights(False, weights)
     # a view where the canonical layout allows (pack_dense takes any strides)
@@ -138,7 +139,10 @@ def _kernel_reads_in_place(weights: np.ndarray) -> bool:
     (_direct.weight_row_strides): a grouped view of XIO weights does, its rows OC apart.
     Copying it into group-major order (ResNeXt-like and grouped dilated layers, 0.8 MB)
     cost a one-shot call 40-60 us, and the kernel then ran 80 us slower on the freshly
-    written weights (2 threads, AMD EPYC)."""
+    written weights (2 threads, AMD EPYC). Beyond CACHED_WEIGHT_BYTES the copy pays: each
+    group's rows then spread over the pages and cache sets of the whole array, and wav2vec
+    2.0's positional convolution (16 groups, 19 MB) ran 47-63 ms in place against 25 ms
+    copied (2 threads, Intel Xeon family 6 model 207)."""
     try:
         _direct.weight_row_strides(weights.shape, weights.strides, weights.itemsize)
     except ValueError:
@@ -173,6 +177,9 @@ PIXELS_PER_BLOCK = 8
 # Half of a core's L2 (this CPU's, 2 MiB where the OS does not say; 1 MiB on the 2 MiB L2
 # the constants were first fitted with): beyond it, streamed weights come from L3.
 CACHED_WEIGHT_BYTES = cpu.cache_bytes("L2", 2 * 2**20) // 2
+# The kernel's passes over input channels stay within the same half of L2
+# (cl_pass_max_bytes in direct_microkernel.h), leaving the rest to src and dst.
+_direct.set_pass_limit(CACHED_WEIGHT_BYTES)
 
 
 def kernel_cut(problem, threads) -> dict:

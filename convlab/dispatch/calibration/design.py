@@ -185,6 +185,16 @@ DESIGN: tuple[DesignProblem, ...] = (
     DesignProblem("grouped_1x1_1d_tiny", "g100mb1ic400iw15oc400ow15kw1pw0",
                   "im2col small_in_place_gemm_calls: 100 GEMMs of 15 x 4 x 4 on the input "
                   "as it lies (the 1d suite's grouped 1x1)", EXTRA),
+    DesignProblem("conv3d_5_deep", "mb1ic256oc256_id4ih8iw8_kd5kh5kw5_pd2ph2pw2",
+                  "3-D 5x5x5 on 256 channels of 4x8x8 (V-Net's stage 5): direct streams "
+                  "33 MB of weights for every block of outputs; im2col's tap slabs", EXTRA),
+    DesignProblem("conv3d_unet_mid", "mb1ic32oc64_id24ih32iw32_kd3kh3kw3_pd0ph0pw0",
+                  "3-D 3x3x3 unpadded, 32 to 64 channels on 24x32x32 (the 3-D U-Net's "
+                  "first levels, at a tenth of their size): Winograd's 3-D terms on many "
+                  "tiles", EXTRA),
+    DesignProblem("grouped_1d_128_wide", "g16mb1ic768iw499oc768ow500kw128pw64",
+                  "grouped 1-D, 48 channels a group, 128 taps (wav2vec 2.0's positional "
+                  "convolution): fft's per-group GEMMs against direct's and im2col's", EXTRA),
     DesignProblem("asymmetric_1x7", "mb1ic128ih17iw17oc128oh17ow17kh1kw7ph0pw3",
                   "1x7 (Inception-v3)", EXTRA),
 )

@@ -49,6 +49,7 @@ cdef extern from "direct_microkernel.h" nogil:
     Py_ssize_t cl_wpack_max_bytes
     Py_ssize_t cl_pass_bytes
     Py_ssize_t cl_pass_min_channels
+    Py_ssize_t cl_pass_max_bytes
     Py_ssize_t cl_stream_min_bytes
     Py_ssize_t cl_prefetch_min_bytes
     Py_ssize_t cl_flat_max_taps
@@ -158,6 +159,13 @@ def set_flat_taps(Py_ssize_t max_taps, Py_ssize_t max_run):
     cl_flat_max_taps = max_taps
     cl_flat_max_run = max_run
     return previous
+
+
+def set_pass_limit(Py_ssize_t nbytes):
+    """The most bytes of weights a dense pass takes to reach its minimum channel count (see
+    set_pass_size); direct.py sets it from the CPU's L2. Returns the previous limit. Not
+    thread-safe: set it at import, or in tests and experiments."""
+    return _swap_byte_knob(&cl_pass_max_bytes, nbytes, "nbytes")
 
 
 def set_whole_pixels(Py_ssize_t max_weight_bytes):

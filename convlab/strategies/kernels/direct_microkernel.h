@@ -291,6 +291,18 @@ static ptrdiff_t cl_wpack_max_bytes = 1 << 20;
 static ptrdiff_t cl_pass_bytes = 256 * 1024;
 static ptrdiff_t cl_pass_min_channels = 64;
 
+/* ... but cl_pass_min_channels give way where they would make a pass larger than this
+ * (half of a core's L2: direct.py sets it from the CPU's L2 size, _direct.set_pass_limit),
+ * since every pixel block of the run would then read the pass's weights from beyond L2:
+ * such a pass takes as many whole cache lines of src channels as fit, at least one. On
+ * V-Net's 5x5x5 layers (125 taps x 64 channels x 4 vectors: 2 MiB passes) on an Intel
+ * Xeon (family 6 model 207, 2 MiB L2), direct's kernel alone, 2 threads
+ * (bench/direct_tiling.py; bench/results/direct_pass_limit_2026-11-27_xeon-emr.txt):
+ * 1 MiB passes (32 channels) 2.4-2.6x faster on 128-256 channels, 1.1x on 64, where
+ * passes of 1.4 MiB gained 1.1-1.25x; 3x3x3 layers (442 KiB passes) ran 0.94x with 32
+ * channels, and keep 64 under this limit. */
+static ptrdiff_t cl_pass_max_bytes = 1024 * 1024;
+
 /* Dense dst of at least this many bytes is written with non-temporal stores (0: never),
  * which do not first read into the cache the lines they overwrite. A smaller dst fits in
  * L2 (1 MiB per core on the CPU it was measured on), where the next layer may find it. On
@@ -392,8 +404,14 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * of a 1 MiB L2 to src and dst. */
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
+        ptrdiff_t least = cl_pass_min_channels < g->ICg ? cl_pass_min_channels : g->ICg;
+        if (slice > 0 && least * slice > cl_pass_max_bytes) {
+            ptrdiff_t line = 64 / (ptrdiff_t)itemsize;   /* channels per cache line of src */
+            least = cl_pass_max_bytes / slice / line * line;
+            if (least < line) least = line;
+        }
         g->icb = slice > 0 ? cl_pass_bytes / slice : g->ICg;
-        if (g->icb < cl_pass_min_channels) g->icb = cl_pass_min_channels;
+        if (g->icb < least) g->icb = least;
         if (g->icb > g->ICg) g->icb = g->ICg;
         if (g->icb > 0) {
             /* passes of equal size rather than a short last one */
