@@ -13,8 +13,9 @@ its speed-up over the first setting, then the geo-mean.
     python bench/direct_tiling.py --suite resnet_50 --mb 8 --settings prefetch=0 \
         prefetch=16777216
 
-A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels, pass_limit (bytes), stream and
-prefetch (bytes, 0 for never); a key left out keeps the kernel's default.
+A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels, pass_limit
+(bytes), stream and prefetch (bytes, 0 for never); a key left out keeps the kernel's
+default.
 """
 from __future__ import annotations
 
