@@ -563,7 +563,11 @@ def _efficiency(d: float) -> float:
 
 def cost_terms(problem, threads) -> dict:
     """The work of one run, as :mod:`~convlab.dispatch.cost_model` terms, and their plan."""
-    p = plan(problem, threads)
+    # The fitted constants predate the small-GEMM row cut, and its chunks make many more
+    # calls that pack nothing: the terms are those of the packed plan, the slower one
+    # wherever it was measured (SMALL_GEMM_MNK), until the constants are refitted with
+    # the cut.
+    p = plan(problem, threads, small_gemm=False)
     itemsize = problem.dtype.itemsize
     m_total = problem.batch * problem.output_size
     width = problem.kernel_size * problem.in_channels_per_group
@@ -594,14 +598,8 @@ def cost_terms(problem, threads) -> dict:
     multiplied = problem.flops * (1.0 - padded_row_fraction(problem) if p.tap_slabs > 1
                                   else 1.0)
     # float64 GEMM does half the multiply-adds per vector instruction
-    rated = multiplied * itemsize / 4 / (efficiency * parallel)
-    # The unpacked kernel runs at a rate of its own: res2a_branch2a (1x1, 64 channels,
-    # 56x56), cut into 13 such calls, took 117 us where the packed GEMM's rate put it at
-    # 190 us (Intel Xeon family 6 model 207, 2 threads,
-    # bench/results/resnet_50_2026-11-27_xeon-emr-avx512_shipped2.csv).
     terms = {**cost_model.FIXED_TERMS,
-             "gemm_flops": 0.0 if small else rated,
-             "small_gemm_flops": rated if small else 0.0,
+             "gemm_flops": multiplied * itemsize / 4 / (efficiency * parallel),
              "unfold_bytes": unfold_bytes / p.threads,
              "gemm_calls": 0.0 if small else calls / p.threads,
              "small_gemm_calls": calls / p.threads if small and not in_place else 0.0,
@@ -612,12 +610,13 @@ def cost_terms(problem, threads) -> dict:
     # res4a_branch1, res5a_branch1: 6.9 ms estimated, 8.4-8.6 ms measured;
     # bench/results/cost_timings_mb8_2026-11-25_86fe200_run*.csv), so auto chose it over
     # direct, which was 10% faster there, as on most gathered layers at batch 1.
-    terms["gather_gemm_flops"] = rated if p.path == PATH_GATHER else 0.0
+    terms["gather_gemm_flops"] = terms["gemm_flops"] if p.path == PATH_GATHER else 0.0
     # One output channel per group makes each GEMM a matrix-vector product, which runs
     # at its own, memory-bound rate: depthwise 3x3 on 64 channels of 56x56 takes 4.0 ms
     # where the GEMM rate puts it at 1.3 ms (Intel Xeon family 6 model 207, 2 threads,
     # bench/results/design_timings_avx512_2026-11-27_xeon-emr_fft16.csv).
-    terms["gemv_flops"] = rated if ocg == 1 else 0.0
+    terms["gemv_flops"] = terms["gemm_flops"] if ocg == 1 else 0.0
+    terms["small_gemm_flops"] = terms["gemm_flops"] if small and ocg > 1 else 0.0
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
                "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,
                "workspace_mb": round(p.work_elements * itemsize / 2**20, 2)}
