@@ -122,10 +122,14 @@ def prepare_weights(problem, weights, one_shot: bool = False) -> PreparedWeights
     if reuses:
         # Already in the kernel's layout (the canonical one, whole vectors of channels):
         # a one-shot call then skips copying the weights, which on weight-heavy layers
-        # costs about as much as a tenth of the convolution.
+        # costs about as much as a tenth of the convolution. Beyond CACHED_WEIGHT_BYTES the
+        # copy pays: a strided view spreads each group's rows over the pages and cache sets
+        # of the whole array, and wav2vec 2.0's positional convolution (16 groups, 19 MB)
+        # ran 47-63 ms in place against 25 ms copied (2 threads, Intel Xeon family 6
+        # model 207).
         weights = np.asarray(weights, dtype=problem.dtype).reshape(g, *kernel, icg, padded)
-        if not (one_shot and _kernel_reads_in_place(weights)
-                and weights.nbytes <= CACHED_WEIGHT_BYTES):
+        if not (one_shot and weights.nbytes <= CACHED_WEIGHT_BYTES
+                and _kernel_reads_in_place(weights)):
             weights = np.ascontiguousarray(weights)
         return PreparedWeights(False, weights)
     # a view where the canonical layout allows (pack_dense takes any strides)
@@ -139,10 +143,7 @@ def _kernel_reads_in_place(weights: np.ndarray) -> bool:
     (_direct.weight_row_strides): a grouped view of XIO weights does, its rows OC apart.
     Copying it into group-major order (ResNeXt-like and grouped dilated layers, 0.8 MB)
     cost a one-shot call 40-60 us, and the kernel then ran 80 us slower on the freshly
-    written weights (2 threads, AMD EPYC). Beyond CACHED_WEIGHT_BYTES the copy pays: each
-    group's rows then spread over the pages and cache sets of the whole array, and wav2vec
-    2.0's positional convolution (16 groups, 19 MB) ran 47-63 ms in place against 25 ms
-    copied (2 threads, Intel Xeon family 6 model 207)."""
+    written weights (2 threads, AMD EPYC)."""
     try:
         _direct.weight_row_strides(weights.shape, weights.strides, weights.itemsize)
     except ValueError:

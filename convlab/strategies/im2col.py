@@ -593,7 +593,8 @@ def cost_terms(problem, threads) -> dict:
     small = min(p.rows, m_total) * ocg * depth <= SMALL_GEMM_MNK
     in_place = small and p.path == PATH_DIRECT
     # BLAS packs its B operand (the weights block) on every call: costly when few rows
-    # share it (res5*, short 1-D sequences); tap slabs pack a slab each
+    # share it (res5*, short 1-D sequences); tap slabs pack a slab each. Small calls,
+    # which read it in place, are counted too: every shipped set was fitted so.
     packed_bytes = calls * depth * ocg * itemsize
     multiplied = problem.flops * (1.0 - padded_row_fraction(problem) if p.tap_slabs > 1
                                   else 1.0)
@@ -616,6 +617,8 @@ def cost_terms(problem, threads) -> dict:
     # where the GEMM rate puts it at 1.3 ms (Intel Xeon family 6 model 207, 2 threads,
     # bench/results/design_timings_avx512_2026-11-27_xeon-emr_fft16.csv).
     terms["gemv_flops"] = terms["gemm_flops"] if ocg == 1 else 0.0
+    # the unpacked kernel's own rate, on top of the packed one's (the terms stay those of
+    # the packed plan: docs/selection.md, "Selection margins")
     terms["small_gemm_flops"] = terms["gemm_flops"] if small and ocg > 1 else 0.0
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
                "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,

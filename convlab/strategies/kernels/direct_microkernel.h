@@ -406,7 +406,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
         ptrdiff_t least = cl_pass_min_channels < g->ICg ? cl_pass_min_channels : g->ICg;
         if (slice > 0 && least * slice > cl_pass_max_bytes) {
-            ptrdiff_t line = 64 / (ptrdiff_t)itemsize;   /* channels per cache line of src */
+            ptrdiff_t line = CL_LINE_BYTES / (ptrdiff_t)itemsize;  /* src channels a line */
             least = cl_pass_max_bytes / slice / line * line;
             if (least < line) least = line;
         }
