@@ -3,6 +3,7 @@ import csv
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import convlab
@@ -236,3 +237,30 @@ def test_the_measure_margin_fit_reads_the_forced_plans_of_bench_csvs(tmp_path):
     assert got == pytest.approx({"direct": 1.5e-3, "im2col": 2.5e-3})
     got = {r["algorithm"]: r["seconds"] for r in script.load_plan_timings(runs, "median")}
     assert got == pytest.approx({"direct": 3e-3, "im2col": 4.5e-3})
+
+
+def test_network_pass_times_whole_passes_and_each_layer_in_them(capsys):
+    """bench/network_pass.py runs every copy of every layer per pass (multiplicity copies,
+    weights of their own) and, with --per-layer, reports each layer's median in a pass."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "network_pass.py"
+    spec = importlib.util.spec_from_file_location("network_pass", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    layers = [layer for layer in script.shapes.load_suite("resnet_50")
+              if layer.short_name in ("res2a_branch2a", "res3b_branch2a")]
+    copies = list(script.layer_arrays(layers))
+    assert len(copies) == sum(layer.multiplicity for layer in layers) > len(layers)
+    assert not np.array_equal(copies[-1][2], copies[-2][2])  # each copy its own weights
+    status = script.main(["--suite", "resnet_50", "--layers", "res2a_branch2a,res3b_branch2a",
+                          "--contenders", "plan,direct", "--threads", "1", "--passes", "1",
+                          "--rounds", "1", "--per-layer"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "2 layers, 4 calls per pass" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.split() and line.split()[0] in ("plan", "direct", "res2a_branch2a",
+                                                    "res3b_branch2a")}
+    assert set(rows) == {"plan", "direct", "res2a_branch2a", "res3b_branch2a"}
+    assert all(float(value) > 0 for value in rows["res3b_branch2a"][1:])
