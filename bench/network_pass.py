@@ -18,10 +18,10 @@ Contenders: ``plan`` (``convlab.Convolution`` with algorithm "auto", built and c
 before timing, so its first-call check is done), ``plan:<algorithm>``, ``auto`` and
 ``<algorithm>`` (``convlab.convolve``) and ``torch`` as in the per-layer bench, and
 ``onnxrt``: one ONNX Runtime session whose graph holds every copy as a Conv node of its
-own, run in sequence. The layers are independent calls on random data (their shapes do not chain), each
-contender on its own layout (NXC for convlab, NCX for the peers), as in the per-layer bench;
-the copies of a layer run next to each other. Results are not checked here: the per-layer
-bench checks every contender on every layer.
+own, run in sequence. The layers are independent calls on random data (their shapes do
+not chain), each contender on its own layout (NXC for convlab, NCX for the peers), as in
+the per-layer bench; the copies of a layer run next to each other. Results are not
+checked here: the per-layer bench checks every contender on every layer.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -190,7 +191,9 @@ def main(argv=None) -> int:
     print(f"suite {args.suite}: {len(layers)} layers, "
           f"{sum(layer.multiplicity for layer in layers)} calls per pass; {args.threads} "
           f"threads, batch 1, float32; {args.rounds} rounds of {args.passes} passes")
-    calls, passes, call_times = {}, {}, {}
+    calls: dict[str, list] = {}
+    passes: dict[str, Callable[[], object]] = {}
+    call_times: dict[str, list[list[float]] | None] = {}
     for name in names:
         if name in PEERS and (torch if name == "torch" else ort) is None:
             print(f"{name}: not installed")
