@@ -276,18 +276,21 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
     if schedule == "mixed":
         # convlab's one-shot contenders (its algorithms and auto) share blocks, call by
         # call, so that the machine's drift falls on all of them alike and auto's regret
-        # compares like with like; so do the plans ("plan" and the forced "plan:<name>"),
-        # for the plan's regret. Each peer library keeps blocks of its own (their thread
-        # pools must go idle in between). The orders
-        # differ from layer to layer: with one seed per round for all of them, the same
-        # order bias (about 10% between two runs of one kernel, 30 calls each) fell on the
-        # same contender in every layer of a suite. Contenders far slower than the fastest
-        # get blocks of their own (see shared_block).
+        # compares like with like. The orders differ from layer to layer: with one seed
+        # per round for all of them, the same order bias (about 10% between two runs of one
+        # kernel, 30 calls each) fell on the same contender in every layer of a suite.
+        # Contenders far slower than the fastest get blocks of their own (see
+        # shared_block). Each peer library keeps blocks of its own (their thread pools
+        # must go idle in between), and so does each plan ("plan", "plan:<name>"): a plan
+        # keeps its weights between calls, as the peers' sessions do, and sharing a
+        # rotation with plans of larger transformed weights took that away even right
+        # after an untimed call of itself (ResNet-50 res5a_branch2b, Intel Xeon family 6
+        # model 207, 2 threads: the winograd2 plan 0.65 ms in a block of its own, 1.33 ms
+        # in a rotation with the winograd4 and winograd6 plans; 0.66 ms in one with direct).
         shared = shared_block([c for c in runnable if c.kind == "convlab"
                                and not is_plan(c.label)])
-        plans = shared_block([c for c in runnable if c.kind == "convlab" and is_plan(c.label)])
-        units = ([shared] if shared else []) + ([plans] if plans else []) + [
-            [c] for c in runnable if c not in shared and c not in plans]
+        units = ([shared] if shared else []) + [
+            [c] for c in runnable if c not in shared]
         for index in range(rounds):
             for unit in units if index % 2 == 0 else units[::-1]:
                 for contender, times in zip(unit, time_rotation(
