@@ -259,6 +259,11 @@ WIDE_CASES = {
     "strided-k7": dict(batch=1, in_channels=3, out_channels=24, groups=1,
                        input_shape=(15, 15), kernel_shape=(7, 7),
                        attributes=dict(strides=2, pads_begin=3, pads_end=3)),
+    # a plan blocks these weights by the kernel's chunks of output channels (several at
+    # every level, 36 KiB or more per group)
+    "grouped-many-chunks": dict(batch=1, in_channels=32, out_channels=280, groups=2,
+                                input_shape=(7, 6), kernel_shape=(3, 3),
+                                attributes=dict(pads_begin=1, pads_end=1)),
     "dense-3d": dict(batch=1, in_channels=17, out_channels=33, groups=1,
                      input_shape=(5, 6, 7), kernel_shape=(3, 3, 3),
                      attributes=dict(pads_begin=1, pads_end=1)),
@@ -302,11 +307,13 @@ def test_fused_post_ops_at_every_level(rng, isa_level, algorithm):
     np.testing.assert_allclose(got, np.moveaxis(expected, 1, -1), rtol=2e-6, atol=2e-6)
 
 
+@pytest.mark.parametrize("case", ["dense-k3", "grouped-many-chunks"])
 @pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "reference"])
-def test_a_plan_made_before_a_cap_runs_under_it(rng, restore_cap, algorithm):
-    """Weights prepared at the native level (Winograd's U packed for its GEMM level) still
-    give the right result, at the capped level, once the cap is lowered."""
-    src, weights, bias, attributes = _wide_case(rng, "dense-k3", "float32")
+def test_a_plan_made_before_a_cap_runs_under_it(rng, restore_cap, algorithm, case):
+    """Weights prepared at the native level (Winograd's U packed for its GEMM level,
+    direct's blocked by that level's chunks) still give the right result, at the capped
+    level, once the cap is lowered."""
+    src, weights, bias, attributes = _wide_case(rng, case, "float32")
     skip_unless_supported(algorithm, problem_of(src, weights, bias, attributes))
     plan = convlab.Convolution(weights, bias, algorithm=algorithm, **attributes)
     native = plan(src)
@@ -317,6 +324,29 @@ def test_a_plan_made_before_a_cap_runs_under_it(rng, restore_cap, algorithm):
             got = plan(src)
         assert_matches_reference(got, src, weights, bias, attributes, algorithm,
                                  f"(isa {level})")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_direct_plans_block_large_weights_by_the_levels_chunks(rng, isa_level, dtype):
+    """A direct plan lays weights of several output-channel chunks out chunk by chunk
+    (the same values, the level's chunking recorded) and computes the same result."""
+    from convlab.problem import params
+    from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
+    src, weights, bias, attributes = _wide_case(rng, "grouped-many-chunks", dtype)
+    problem = problem_of(src, weights, bias, attributes)
+    canonical = params.canonical_weights(weights, problem)
+    prepared = direct.prepare_weights(problem, canonical)
+    packed = direct.prepare_weights(problem, canonical, one_shot=True)
+    assert prepared.blocks == _direct.dense_chunks(problem.out_channels_per_group,
+                                                   problem.dtype.itemsize)
+    assert prepared.blocks[0] == LEVELS.index(isa_level) and len(prepared.blocks[2]) > 1
+    assert prepared.array.shape == packed.array.shape
+    assert not np.array_equal(prepared.array, packed.array)
+    np.testing.assert_array_equal(direct._unblocked(prepared), packed.array)
+    plan = convlab.Convolution(weights, bias, algorithm="direct", **attributes)
+    assert_matches_reference(plan(src), src, weights, bias, attributes, "direct",
+                             f"(isa {isa_level})")
 
 
 # --------------------------------------------------------------------------- explain

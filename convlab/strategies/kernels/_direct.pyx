@@ -36,6 +36,7 @@ cdef extern from "direct_microkernel.h" nogil:
         Py_ssize_t w_row, w_group
         Py_ssize_t sd, sh, sw, dd, dh, dw, pd, ph, pw
         int depthwise
+        int blocked
         Py_ssize_t cshift
         int isa
         Py_ssize_t V, nvec, nchunk, seglen, nseg, icb, ncgroup, ow_lo, ow_hi, nitems
@@ -57,6 +58,8 @@ cdef extern from "direct_microkernel.h" nogil:
     Py_ssize_t CL_FLAT_TAPS_CAP
     Py_ssize_t cl_whole_pixel_bytes
     int cl_isa_jmax(int isa, int depthwise)
+    Py_ssize_t cl_dense_chunks(Py_ssize_t OCg, int *isa, size_t itemsize, Py_ssize_t *V,
+                               Py_ssize_t *nvec)
     Py_ssize_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize)
     void cl_item_f32(const cl_geom *g, const float *src, const float *w, const float *bias,
                      float *dst, Py_ssize_t item, Py_ssize_t tid)
@@ -278,6 +281,7 @@ cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
                       strides, dilations, pads_begin) except -1:
     """Shapes and attributes into g; returns 0 when there is nothing to compute (N == 0)."""
     g.epi = NULL
+    g.blocked = 0
     g.N = src_shape[0]
     g.ID = src_shape[1]
     g.IH = src_shape[2]
@@ -404,15 +408,28 @@ cdef int _row_strides(const Py_ssize_t *shape, const Py_ssize_t *strides, Py_ssi
     return 0
 
 
+def dense_chunks(Py_ssize_t ocg, Py_ssize_t itemsize):
+    """How a dense call with ``ocg`` output channels per group cuts them at the level in
+    effect: (level, lanes per vector, vectors per chunk, one entry per chunk)."""
+    cdef int isa = cl_isa_in_effect
+    cdef Py_ssize_t lanes, nvec, nchunk
+    nchunk = cl_dense_chunks(ocg, &isa, itemsize, &lanes, &nvec)
+    return isa, lanes, tuple(nvec // nchunk + (chunk < nvec % nchunk)
+                             for chunk in range(nchunk))
+
+
 def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, :] weights,
                 const real[:, ::1] bias, real[:, :, :, :, ::1] dst,
-                strides, dilations, pads_begin, int threads, Epilogue epilogue=None):
+                strides, dilations, pads_begin, int threads, Epilogue epilogue=None,
+                int blocked_level=-1):
     """Dense or grouped convolution.
 
     src (N, ID, IH, IW, IC), weights (G, KD, KH, KW, ICg, OCgp), bias None or (G, OCgp)
     (padded like the weights), dst (N, OD, OH, OW, OC) with OC = G * OCg, written in full.
     ``epilogue``: post-ops applied to each block as it is finished (a sum reads dst's
-    prior contents).
+    prior contents). ``blocked_level``: the level whose chunks of output channels the
+    weights are blocked by (cl_geom.blocked, direct.prepare_weights), -1 for the packed
+    layout; it must be the level this call runs at (``dense_chunks``).
     """
     cdef cl_geom g
     if not _fill_common(&g, src.shape, dst.shape, strides, dilations, pads_begin):
@@ -436,6 +453,16 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, :] we
                          f"{padded_channels(g.OCg, sizeof(real))} (see prepare_weights)")
     _check_extents(&g)
     _row_strides(weights.shape, weights.strides, sizeof(real), &g.w_row, &g.w_group)
+    cdef int level = cl_isa_in_effect
+    cdef Py_ssize_t lanes, nvec
+    if blocked_level >= 0:
+        cl_dense_chunks(g.OCg, &level, sizeof(real), &lanes, &nvec)
+        if level != blocked_level:
+            raise ValueError(f"weights are blocked for level {ISA_NAMES[blocked_level]}; "
+                             f"this call runs at {ISA_NAMES[level]}")
+        if not weights.is_c_contig():
+            raise ValueError("blocked weights must be C-contiguous")
+        g.blocked = 1
     if bias is None:
         bias = _np.zeros((g.G, g.OCgp), dtype=_np.float32 if real is float else _np.float64)
     if bias.shape[0] != g.G or bias.shape[1] != g.OCgp:
@@ -518,6 +545,7 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
     g.dd, g.dh, g.dw = dilations
     g.pd, g.ph, g.pw = pads_begin
     g.depthwise = depthwise
+    g.blocked = 0
     g.cshift = 0
     g.OCgp = padded_channels(g.G if depthwise else g.OCg, itemsize)
     cl_plan(&g, cl_isa_in_effect, threads if threads > 0 else 1, itemsize)
@@ -531,3 +559,4 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
             "prefetched_src": bool(g.prefetch_src),
             "whole_pixels": bool(g.whole_pixels),
             "weights_copied_per_pass": g.wpack_elems > 0}
+

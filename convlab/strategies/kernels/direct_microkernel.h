@@ -38,6 +38,13 @@ typedef struct {
     ptrdiff_t w_row, w_group;
     ptrdiff_t sd, sh, sw, dd, dh, dw, pd, ph, pw;
     int depthwise;
+    /* dense: weights blocked by channel chunk (see cl_dense_chunks): chunk c, vectors
+     * [v0, v0 + J) of its group, holds its taps x ICg rows of J vectors together, at
+     * v0 * V * taps * ICg elements from the group's start. Each item then reads its
+     * chunk's weights as one contiguous run instead of rows w_row apart (in the packed
+     * layout, rows of 2048 float32 channels are 8 KiB apart: a page per row, which the
+     * hardware prefetchers do not cross), and needs no per-pass copy (wpack). */
+    int blocked;
     /* planned */
     int isa;                /* ISA level the items run with */
     ptrdiff_t V;            /* vector width in elements at that level */
@@ -328,6 +335,18 @@ static ptrdiff_t cl_stream_min_bytes = 1024 * 1024;
  * stays in L3. A variable so that experiments can vary it (_direct.set_prefetch). */
 static ptrdiff_t cl_prefetch_min_bytes = 16 * 1024 * 1024;
 
+/* The level a dense call with OCg output channels per group runs at, from `isa` (a
+ * narrower vector that still covers every channel does the same work), its vector width,
+ * the vectors across OCg, and the chunks of at most jmax vectors they are cut into. */
+static ptrdiff_t cl_dense_chunks(ptrdiff_t OCg, int *isa, size_t itemsize, ptrdiff_t *V,
+                                 ptrdiff_t *nvec) {
+    while (*isa > CL_ISA_DEFAULT && cl_isa_lanes(*isa - 1, itemsize) >= OCg)
+        (*isa)--;
+    *V = cl_isa_lanes(*isa, itemsize);
+    *nvec = (OCg + *V - 1) / *V;
+    return (*nvec + cl_isa_jmax(*isa, 0) - 1) / cl_isa_jmax(*isa, 0);
+}
+
 /* Decide the item decomposition of one call for `isa` (at most the widest supported
  * level), using about `threads` threads. Returns the number of items. */
 static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
@@ -342,9 +361,8 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         while (isa > CL_ISA_DEFAULT && cl_isa_lanes(isa, itemsize) > channels)
             isa--;
     } else {
-        /* A narrower vector that still covers every channel does the same work. */
-        while (isa > CL_ISA_DEFAULT && cl_isa_lanes(isa - 1, itemsize) >= channels)
-            isa--;
+        ptrdiff_t lanes, nvec;
+        cl_dense_chunks(channels, &isa, itemsize, &lanes, &nvec);
     }
     g->isa = isa;
     g->V = cl_isa_lanes(isa, itemsize);
@@ -418,7 +436,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
             ptrdiff_t npass = (g->ICg + g->icb - 1) / g->icb;
             g->icb = (g->ICg + npass - 1) / npass;
         }
-        g->whole_pixels = g->nchunk > 1 && g->nchunk <= CL_WHOLE_PIXEL_CHUNKS
+        g->whole_pixels = !g->blocked && g->nchunk > 1 && g->nchunk <= CL_WHOLE_PIXEL_CHUNKS
                           && g->icb == g->ICg
                           && taps * g->ICg * g->OCgp * (ptrdiff_t)itemsize <= cl_whole_pixel_bytes;
         rows = g->G * (g->whole_pixels ? 1 : g->nchunk) * g->N;
@@ -428,7 +446,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
         if (g->seglen < 1) g->seglen = 1;  /* no output pixels: no segments either */
         g->nseg = (npix + g->seglen - 1) / g->seglen;
         pass_elems = taps * g->icb * jmax * g->V;
-        if (g->nchunk > 1 && !g->whole_pixels
+        if (g->nchunk > 1 && !g->whole_pixels && !g->blocked
             && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
             g->wpack_elems = pass_elems;
         g->prefetch_src = cl_prefetch_min_bytes > 0 && taps == 1 && !g->pd && !g->ph && !g->pw

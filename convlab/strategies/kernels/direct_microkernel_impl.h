@@ -474,6 +474,7 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     const int finishing = g->epi != NULL && g->epi->nops > 0;
     int J, pmax, stream;
     const CL_REAL *src_n, *w_g;
+    ptrdiff_t w_row;
     CL_REAL *dst_n;
     cl_kargs a;
 
@@ -559,7 +560,10 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         for (p = 0; p < 12; p++) patch_off[p] = p * a.ntoff;
     }
     src_n = src + n * g->ID * g->IH * IW * IC + grp * ICg;
-    w_g = w + grp * g->w_group + oc0;
+    /* rows of the weights this item reads: its chunk's block, or the group's rows */
+    w_row = g->blocked ? J * CL_V : g->w_row;
+    w_g = w + grp * g->w_group
+          + (g->blocked ? v0 * CL_V * g->KD * g->KH * g->KW * ICg : oc0);
     dst_n = dst + n * npix * g->OC + grp * g->OCg + oc0;
 
     for (ic0 = 0; ic0 < ICg; ic0 += g->icb) {
@@ -574,18 +578,18 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
             ptrdiff_t t, ic;
             int j;
             for (t = 0; t < taps; t++) {
-                const CL_REAL *from = w_g + (t * ICg + ic0) * g->w_row;
+                const CL_REAL *from = w_g + (t * ICg + ic0) * w_row;
                 CL_REAL *to = pack + t * a.nic * jv;
-                for (ic = 0; ic < a.nic; ic++, from += g->w_row, to += jv)
+                for (ic = 0; ic < a.nic; ic++, from += w_row, to += jv)
                     for (j = 0; j < J; j++) CL_STORE(to + j * CL_V, CL_LOAD(from + j * CL_V));
             }
             a.w = pack;
             a.w_ic = jv;
             a.w_kw = a.nic * jv;
         } else {
-            a.w = w_g + ic0 * g->w_row;
-            a.w_ic = g->w_row;
-            a.w_kw = ICg * g->w_row;
+            a.w = w_g + ic0 * w_row;
+            a.w_ic = w_row;
+            a.w_kw = ICg * w_row;
         }
         a.w_kh = g->KW * a.w_kw;
         a.w_kd = g->KH * a.w_kh;
