@@ -43,7 +43,8 @@ typedef struct {
      * v0 * V * taps * ICg elements from the group's start. Each item then reads its
      * chunk's weights as one contiguous run instead of rows w_row apart (in the packed
      * layout, rows of 2048 float32 channels are 8 KiB apart: a page per row, which the
-     * hardware prefetchers do not cross), and needs no per-pass copy (wpack). */
+     * hardware prefetchers do not cross), and needs no per-pass copy (wpack). The
+     * weights start on a cache line, as the copies did (direct.prepare_weights). */
     int blocked;
     /* planned */
     int isa;                /* ISA level the items run with */
