@@ -11,8 +11,8 @@ pass here keeps that order of events. Each contender runs ``--passes`` passes ba
 back, after one untimed pass and a pause (as a block of the per-layer bench), contenders
 alternating block by block over ``--rounds`` rounds; the median pass is reported with
 the network total the per-layer bench would give from the same contenders (each layer's
-median call in a block of its own times its multiplicity) beside it, for convlab and
-torch.
+median call in a block of its own times its multiplicity, the medians --per-layer
+shows) beside it, for convlab and torch.
 
 Contenders: ``plan`` (``convlab.Convolution`` with algorithm "auto", built and called once
 before timing, so its first-call check is done), ``plan:<algorithm>``, ``auto`` and
@@ -80,42 +80,18 @@ def layer_calls(name, layers, threads, torch):
     return calls
 
 
-def onnxruntime_pass(onnx, ort, layers, threads):
+def onnxruntime_pass(ort, layers, threads):
     """The whole pass as one ONNX Runtime session: a graph of one Conv node per copy, each
     with an input and output of its own, run in sequence on one thread pool (a network's
     session; one session per layer would leave 53 thread pools spinning in turn)."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes, inputs, outputs, weights_init, feed = [], [], [], [], {}
+    convs = []
     for index, (layer, src, weights) in enumerate(layer_arrays(layers)):
-        geometry = benchmark.peer_geometry(layer)
-        if geometry is None:
+        conv = benchmark.onnx_conv(layer, *ncx(layer, src, weights), suffix=str(index))
+        if conv is None:
             print(f"onnxrt: not run on {layer.name} (no tap reads the input)")
             return None
-        _, begins, ends = geometry
-        src_ncx, weights_oix = ncx(layer, src, weights)
-        x = benchmark._peer_src(src_ncx, geometry)
-        names = [f"X{index}", f"W{index}", f"Y{index}"]
-        nodes.append(helper.make_node(
-            "Conv", names[:2], names[2:], kernel_shape=list(layer.kernel_shape),
-            strides=list(layer.strides), dilations=list(layer.dilations),
-            group=layer.groups, pads=begins + ends))
-        inputs.append(helper.make_tensor_value_info(names[0], TensorProto.FLOAT,
-                                                    list(x.shape)))
-        outputs.append(helper.make_tensor_value_info(
-            names[2], TensorProto.FLOAT, [1, layer.oc, *layer.output_shape]))
-        weights_init.append(numpy_helper.from_array(np.ascontiguousarray(weights_oix),
-                                                    names[1]))
-        feed[names[0]] = x
-    graph = helper.make_graph(nodes, "network", inputs, outputs, initializer=weights_init)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = min(model.ir_version, 9)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+        convs.append(conv)
+    session, feed = benchmark.onnxruntime_session(ort, convs, threads)
     session.run(None, feed)
     return lambda: session.run(None, feed)
 
@@ -135,33 +111,31 @@ def network_pass(calls, call_times=None):
     return run if call_times is None else run_timed
 
 
-def per_layer_total(calls, layers, rounds):
-    """Sum over layers of the median call (each copy timed in a block of its own, as the
-    per-layer bench does) times the multiplicity: the per-layer bench's network total."""
-    total, index = 0.0, 0
+def block_medians(calls, layers, rounds=3):
+    """Each layer's median call in blocks of its own (its first copy, ``rounds`` blocks),
+    as the per-layer bench times it."""
+    medians, index = [], 0
     for layer in layers:
-        call = calls[index]
         times = []
         for _ in range(rounds):
-            times += time_block(call, 3, min_seconds=0.1)
-        total += statistics.median(times) * layer.multiplicity
+            times += time_block(calls[index], 3, min_seconds=0.1)
+        medians.append(statistics.median(times))
         index += layer.multiplicity
-    return total
+    return medians
 
 
-def per_layer_table(layers, calls, call_times) -> None:
+def per_layer_table(layers, calls, call_times, blocks) -> None:
     """Each layer's median call within the passes (over its copies) against its median in
-    a block of its own, in ms, per contender."""
+    a block of its own (``blocks``), in ms, per contender."""
     names = list(calls)
     print(f"{'layer':<24}" + "".join(f" {n[:12] + ' pass':>17} {'block':>7}" for n in names))
     index = 0
-    for layer in layers:
+    for row, layer in enumerate(layers):
         cells = []
         for name in names:
             copies = call_times[name][index:index + layer.multiplicity]
             in_pass = statistics.median(t for times in copies for t in times)
-            block = statistics.median(time_block(calls[name][index], 3, min_seconds=0.1))
-            cells.append(f" {in_pass * 1e3:17.3f} {block * 1e3:7.3f}")
+            cells.append(f" {in_pass * 1e3:17.3f} {blocks[name][row] * 1e3:7.3f}")
         index += layer.multiplicity
         print(f"{layer.short_name[:24]:<24}" + "".join(cells), flush=True)
 
@@ -181,8 +155,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     names = args.contenders.split(",")
     torch = benchmark._try_import("torch") if "torch" in names else None
-    onnx = benchmark._try_import("onnx") if "onnxrt" in names else None
-    ort = benchmark._try_import("onnxruntime") if "onnxrt" in names else None
+    ort = (benchmark._try_import("onnxruntime")
+           if "onnxrt" in names and benchmark._try_import("onnx") else None)
     layers = select_layers(shapes.load_suite(args.suite), args.layers)
     print(f"command: {command_line()}")
     for line in machine_lines():
@@ -198,7 +172,7 @@ def main(argv=None) -> int:
         if name in PEERS and (torch if name == "torch" else ort) is None:
             print(f"{name}: not installed")
         elif name == "onnxrt":
-            run = onnxruntime_pass(onnx, ort, layers, args.threads)
+            run = onnxruntime_pass(ort, layers, args.threads)
             if run is not None:
                 passes[name] = run
         else:
@@ -215,15 +189,17 @@ def main(argv=None) -> int:
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"{'contender':<14} {'pass ms':>9} {'min ms':>9} {'per-layer total ms':>19}"
           + "".join(f" {peer + '/this':>12}" for peer in PEERS if peer in medians))
+    blocks = {name: block_medians(found, layers) for name, found in calls.items()}
+    totals = {name: sum(median * layer.multiplicity for median, layer in zip(values, layers))
+              for name, values in blocks.items()}
     for name in passes:
         ratios = "".join(f" {medians[peer] / medians[name]:>11.2f}x"
                          for peer in PEERS if peer in medians)
-        total = (f"{per_layer_total(calls[name], layers, 3) * 1e3:19.2f}" if name in calls
-                 else f"{'-':>19}")
+        total = f"{totals[name] * 1e3:19.2f}" if name in totals else f"{'-':>19}"
         print(f"{name:<14} {medians[name] * 1e3:9.2f} {min(times[name]) * 1e3:9.2f} "
               f"{total}{ratios}", flush=True)
     if args.per_layer:
-        per_layer_table(layers, calls, call_times)
+        per_layer_table(layers, calls, call_times, blocks)
     return 0
 
 

@@ -125,32 +125,53 @@ def torch_contender(torch, layer, src_ncx, weights_oix, threads) -> Contender:
                      to_nxc=lambda y: np.moveaxis(y.numpy(), 1, -1))
 
 
-def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Contender:
+def onnx_conv(layer, src_ncx, weights_oix, suffix=""):
+    """The layer as one ONNX Conv node with input X<suffix>, weights W<suffix> and output
+    Y<suffix>: (node, input info, output info, weights initializer, src to feed), or None
+    when no tap reads the input."""
     geometry = peer_geometry(layer)
     if geometry is None:
-        return Contender("onnxrt", "onnxruntime", why_not="no tap reads the input")
+        return None
     from onnx import TensorProto, helper, numpy_helper
 
     _, begins, ends = geometry
     x = _peer_src(src_ncx, geometry)
-    dst_shape = [x.shape[0], layer.oc, *layer.output_shape]
+    names = [f"X{suffix}", f"W{suffix}", f"Y{suffix}"]
     node = helper.make_node(
-        "Conv", ["X", "W"], ["Y"], kernel_shape=list(layer.kernel_shape),
+        "Conv", names[:2], names[2:], kernel_shape=list(layer.kernel_shape),
         strides=list(layer.strides), dilations=list(layer.dilations), group=layer.groups,
         pads=begins + ends)
-    graph = helper.make_graph(
-        [node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, dst_shape)],
-        initializer=[numpy_helper.from_array(np.ascontiguousarray(weights_oix), "W")])
+    return (node, helper.make_tensor_value_info(names[0], TensorProto.FLOAT, list(x.shape)),
+            helper.make_tensor_value_info(names[2], TensorProto.FLOAT,
+                                          [x.shape[0], layer.oc, *layer.output_shape]),
+            numpy_helper.from_array(np.ascontiguousarray(weights_oix), names[1]), x)
+
+
+def onnxruntime_session(ort, convs, threads):
+    """An ONNX Runtime session of a graph holding the ``onnx_conv`` nodes ``convs``, run in
+    sequence on ``threads`` intra-op threads, and its feed."""
+    from onnx import helper
+
+    nodes, inputs, outputs, weights, feeds = zip(*convs)
+    graph = helper.make_graph(list(nodes), "conv", list(inputs), list(outputs),
+                              initializer=list(weights))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     # onnx may write a newer IR version than the installed runtime reads.
     model.ir_version = min(model.ir_version, 9)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
-    feed = {"X": x}
+    return session, {value.name: x for value, x in zip(inputs, feeds)}
+
+
+def onnxruntime_contender(onnx, ort, layer, src_ncx, weights_oix, threads) -> Contender:
+    conv = onnx_conv(layer, src_ncx, weights_oix)
+    if conv is None:
+        return Contender("onnxrt", "onnxruntime", why_not="no tap reads the input")
+    session, feed = onnxruntime_session(ort, [conv], threads)
 
     def call():
         return session.run(None, feed)[0]

@@ -121,6 +121,14 @@ def _reuses_weights(problem) -> bool:
 BLOCKED_MIN_BYTES = 32 * 1024
 
 
+def _chunk_columns(lanes: int, chunks: tuple[int, ...]):
+    """Per chunk of ``chunks`` vectors of ``lanes`` channels: its first channel and width."""
+    start = 0
+    for vectors in chunks:
+        yield start, vectors * lanes
+        start += vectors * lanes
+
+
 def _blocked(packed: np.ndarray, lanes: int, chunks: tuple[int, ...]) -> np.ndarray:
     """Packed (G, KD, KH, KW, ICg, OCgp) weights laid out chunk by chunk: each chunk's
     (tap, input channel) rows of its vectors * lanes channels together, chunks in order
@@ -128,15 +136,13 @@ def _blocked(packed: np.ndarray, lanes: int, chunks: tuple[int, ...]) -> np.ndar
     run of weights."""
     groups, padded = packed.shape[0], packed.shape[-1]
     rows = packed.reshape(groups, -1, padded)
+    count = rows.shape[1]
     # on a cache line, as the kernel's 64-byte vectors need (see buffers.aligned_empty)
-    out = buffers.aligned_empty((groups, rows.shape[1] * padded), packed.dtype)
-    out[:, rows.shape[1] * lanes * sum(chunks):] = 0  # vectors past OCg, never read
-    start = 0
-    for vectors in chunks:
-        width = vectors * lanes
-        out[:, start * rows.shape[1]:(start + width) * rows.shape[1]] = \
+    out = buffers.aligned_empty((groups, count * padded), packed.dtype)
+    out[:, count * lanes * sum(chunks):] = 0  # vectors past OCg, never read
+    for start, width in _chunk_columns(lanes, chunks):
+        out[:, start * count:(start + width) * count] = \
             rows[:, :, start:start + width].reshape(groups, -1)
-        start += width
     return out.reshape(packed.shape)
 
 
@@ -147,15 +153,12 @@ def _unblocked(prepared: PreparedWeights) -> np.ndarray:
     _, lanes, chunks = prepared.blocks
     packed = prepared.array
     groups, padded = packed.shape[0], packed.shape[-1]
-    rows = math.prod(packed.shape[1:-1])
+    count = math.prod(packed.shape[1:-1])
     blocked = packed.reshape(groups, -1)
-    out = np.zeros((groups, rows, padded), dtype=packed.dtype)
-    start = 0
-    for vectors in chunks:
-        width = vectors * lanes
+    out = np.zeros((groups, count, padded), dtype=packed.dtype)
+    for start, width in _chunk_columns(lanes, chunks):
         out[:, :, start:start + width] = \
-            blocked[:, start * rows:(start + width) * rows].reshape(groups, rows, width)
-        start += width
+            blocked[:, start * count:(start + width) * count].reshape(groups, count, width)
     return out.reshape(packed.shape)
 
 
@@ -393,9 +396,10 @@ def run_direct(problem, src, weights, bias, dst, threads, epilogue=None):
         return
     array, level = weights.array, -1
     if weights.blocks is not None:
+        # Several chunks mean more channels than any narrower vector holds, so the call
+        # runs at the level in effect itself (conv_direct checks it again).
         level = weights.blocks[0]
-        if level != _direct.dense_chunks(problem.out_channels_per_group,
-                                         problem.dtype.itemsize)[0]:
+        if _direct.ISA_NAMES[level] != _direct.get_isa():
             array, level = _unblocked(weights), -1
     kernel(src.reshape(src_shape), array, bias, dst.reshape(dst_shape), strides, dilations,
            pads, threads, epilogue, level)
