@@ -129,15 +129,17 @@ def test_contenders_are_timed_in_interleaved_turns_and_keep_their_fastest_run(
         rng, clock, wide_margin):
     src, weights, bias = _tensors(rng)
     # the first contender's timed runs take 4 ms but one of 1 ms (its fastest, amid a slow
-    # spell); the second's take 2 ms each: by its fastest run the first wins, though its
-    # median (4 ms) would lose
-    specs = [(1.0e-9, (2e-3, 4e-3, 4e-3, 1e-3, 4e-3)), (1.2e-9, 2e-3)]
+    # spell, opening its second turn); the second's take 2 ms each: by its fastest run the
+    # first wins, though its median (4 ms) would lose
+    steady = measure.RUNS_PER_TURN
+    specs = [(1.0e-9, (2e-3,) + (4e-3,) * steady + (1e-3, 4e-3)), (1.2e-9, 2e-3)]
     with fake_algorithms(clock, specs) as (names, counts):
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
         plan(src)
         first, second = names
         # one untimed run each, then measure.TIMED_RUNS rounds of turns, RUNS_PER_TURN runs
-        # back to back, the order reversed every other round; then the call
+        # back to back (none of them warming up), the order reversed every other round;
+        # then the call
         turns = [[first, second], [second, first]]
         expected = [first, second]
         for index in range(measure.TIMED_RUNS):
@@ -147,6 +149,43 @@ def test_contenders_are_timed_in_interleaved_turns_and_keep_their_fastest_run(
         assert plan.algorithm_for(src) == first
         assert plan.explain(src).measurement.seconds == pytest.approx({first: 1e-3,
                                                                        second: 2e-3})
+
+
+def test_a_turn_goes_on_while_its_contender_warms_up(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    # large transformed weights: two slow runs after the other contender's turn, then
+    # faster runs until steady at 1.7 ms; the other runs 2.5 ms from its first run. A turn
+    # of the steady length would keep the other one.
+    warming = (3.2e-3, 3.2e-3, 3.2e-3, 2.6e-3, 2.0e-3, 1.7e-3)
+    with fake_algorithms(clock, [(1.0e-9, 2.5e-3), (1.2e-9, warming)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        assert plan.algorithm_for(src) == names[1]
+        # after the untimed runs and the steady one's first turn, the warming one's: 3.2,
+        # 3.2, 2.6, 2.0, 1.7 ms and TURN_PATIENCE runs that are no faster
+        order = counts["order"]
+        steady = measure.RUNS_PER_TURN
+        assert order[2:2 + steady] == [names[0]] * steady
+        warming_turn = 5 + measure.TURN_PATIENCE
+        assert order[2 + steady:2 + steady + warming_turn] == [names[1]] * warming_turn
+        # steady from then on: TIMED_RUNS rounds in all (a clear lead), then the call
+        rounds = measure.TIMED_RUNS
+        assert counts["runs"] == {names[0]: 1 + rounds * steady,
+                                  names[1]: 1 + warming_turn + (rounds - 1) * steady + 1}
+        assert plan.explain(src).measurement.seconds == pytest.approx({names[0]: 2.5e-3,
+                                                                       names[1]: 1.7e-3})
+
+
+def test_a_turn_ends_at_the_most_runs_per_turn(rng, clock, wide_margin):
+    src, weights, bias = _tensors(rng)
+    # every run 5% faster than the one before: still warming up at every run
+    falling = tuple(1e-3 * 0.95 ** index for index in range(100))
+    with fake_algorithms(clock, [(1.0e-9, falling), (1.2e-9, 1e-3)]) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        order = counts["order"]
+        assert order[2:2 + measure.MAX_RUNS_PER_TURN + 1] == \
+            [names[0]] * measure.MAX_RUNS_PER_TURN + [names[1]]
 
 
 def test_only_contenders_within_the_margin_are_timed(rng, clock, wide_margin):

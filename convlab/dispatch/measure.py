@@ -12,9 +12,12 @@ fastest contender's estimate lay on the benchdnn suites.
 The first call's extra cost is bounded: at most :data:`MAX_CONTENDERS`, lowest estimate
 first, and no further contender once :data:`TIME_LIMIT_SECONDS` have gone by; each one is
 prepared (its weights packed or transformed, which the plan keeps for the winner) and run
-once untimed. Then the contenders take turns, :data:`RUNS_PER_TURN` timed runs back to back
-each, for :data:`TIMED_RUNS` rounds (fewer when that would pass the limit; the order
-reversed every other round), and each keeps its fastest run: on a shared machine a slow
+once untimed. Then the contenders take turns of back-to-back timed runs for
+:data:`TIMED_RUNS` rounds (fewer when that would pass the limit; the order reversed every
+other round), and each keeps its fastest run. A turn lasts while the contender is still
+warming up: it ends once :data:`TURN_PATIENCE` runs in a row have not beaten the turn's
+fastest by :data:`WARMING_STEP` (so a steady contender's turn is :data:`RUNS_PER_TURN`
+runs), at most :data:`MAX_RUNS_PER_TURN`. On a shared machine a slow
 spell of a second or so then lands on every contender's rounds alike instead of on one
 contender's block, and noise only ever adds time. While the two fastest lie within
 :data:`CLOSE_CALL` of each other, rounds go on, up to :data:`MAX_TIMED_RUNS` (the limit
@@ -46,11 +49,17 @@ TIMED_RUNS = 3
 # 1.3-2.2 ms steady), and three rounds kept the slower one.
 CLOSE_CALL = 0.15
 MAX_TIMED_RUNS = 8
-# Timed runs per contender and turn, back to back. A contender's first run after another
-# one's inherits that one's caches: on VGG-19 conv1_1 (batch 1, 2 threads, AVX2 EPYC)
-# direct's fastest of three such runs came out 1.6-2.5 ms against 1.3 ms steady, and
-# plans kept im2col, 1.3x slower; its second run back to back is close to steady.
-RUNS_PER_TURN = 2
+# A turn's runs go on while the contender warms up. Its first runs after another
+# contender's inherit that one's caches: on VGG-19 conv1_1 (batch 1, 2 threads, AVX2 EPYC)
+# direct's fastest of three such runs came out 1.6-2.5 ms against 1.3 ms steady, and plans
+# kept im2col, 1.3x slower. Large transformed weights warm up over more runs, and not
+# steadily: on a Xeon (AVX-512, 2 threads) VGG-19 conv5_1's winograd4 plan ran 3.2, 3.2,
+# 2.6, 2.0, 1.7 ms after direct's turn (1.7 ms steady, winograd2 1.9), and turns of two
+# runs kept winograd2.
+TURN_PATIENCE = 2
+WARMING_STEP = 0.03
+MAX_RUNS_PER_TURN = 12
+RUNS_PER_TURN = 1 + TURN_PATIENCE  # a steady contender's turn
 
 # The clock the timings read; tests replace it to make them deterministic.
 clock = time.perf_counter
@@ -122,6 +131,24 @@ def _close_call(times: dict[str, list[float]]) -> bool:
     return len(fastest) >= 2 and fastest[1] <= fastest[0] * (1 + CLOSE_CALL)
 
 
+def _turn(name: str, run: Callable[[str], object], runs: list[float], started: float) -> None:
+    """Time ``name``'s runs back to back into ``runs`` until it stops warming up (see the
+    module docstring) or the time limit has passed (a slow contender's turn then ends with
+    its first run)."""
+    fastest, stale = math.inf, 0
+    for turn_index in range(MAX_RUNS_PER_TURN):
+        if turn_index and clock() - started > TIME_LIMIT_SECONDS:
+            break
+        begin = clock()
+        run(name)
+        seconds = clock() - begin
+        runs.append(seconds)
+        stale = 0 if seconds < fastest * (1 - WARMING_STEP) else stale + 1
+        fastest = min(fastest, seconds)
+        if stale >= TURN_PATIENCE:
+            break
+
+
 def measure(problem: ConvProblem, threads: int, precision: str,
             prepare: Callable[[str], object], run: Callable[[str], object]) -> Measurement:
     """Time the close contenders (see the module docstring) and return the fastest.
@@ -154,12 +181,7 @@ def measure(problem: ConvProblem, threads: int, precision: str,
         if round_index and clock() - started + RUNS_PER_TURN * round_seconds > TIME_LIMIT_SECONDS:
             break  # another round would pass the limit (the first always runs)
         for name in order if round_index % 2 == 0 else order[::-1]:
-            for turn_index in range(RUNS_PER_TURN):
-                if turn_index and clock() - started > TIME_LIMIT_SECONDS:
-                    break  # a slow contender's turn ends with its first run
-                begin = clock()
-                run(name)
-                times[name].append(clock() - begin)
+            _turn(name, run, times[name], started)
     seconds = {name: min(runs) for name, runs in times.items()}
     choice = min(seconds, key=seconds.get)
     return Measurement(choice, estimates, seconds, margin, tuple(not_timed),

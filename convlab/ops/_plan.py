@@ -41,11 +41,12 @@ class Convolution:
         estimates lie within a fitted margin of the lowest (at most
         ``measure.MAX_CONTENDERS``, lowest first, none started after
         ``measure.TIME_LIMIT_SECONDS``) are each prepared and run once untimed, then
-        timed in turns of ``measure.RUNS_PER_TURN`` runs for ``measure.TIMED_RUNS``
-        rounds (up to ``measure.MAX_TIMED_RUNS`` on a close call), and the fastest run
+        timed in turns of back-to-back runs (``measure.RUNS_PER_TURN``, more while a
+        contender warms up) for ``measure.TIMED_RUNS`` rounds (up to
+        ``measure.MAX_TIMED_RUNS`` on a close call), and the fastest run
         wins; the call returns that contender's result. Where only one contender is
         close, nothing is timed. That first call costs the contenders' weight preparation
-        plus seven runs of each or more (docs/selection.md, "Plans"), and memory for
+        plus ten runs of each or more (docs/selection.md, "Plans"), and memory for
         their prepared weights until the choice is made (the others' are then dropped).
         "estimate": the lowest estimate, as ``convolve`` picks but with the weights'
         preparation left out (it happens once); nothing is timed. A forced ``algorithm``
