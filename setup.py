@@ -73,7 +73,8 @@ if use_openmp:
     compile_args.append("-fopenmp")
     link_args.append("-fopenmp")
 
-kernel_names = ["_epilogue", "_direct", "_runtime", "_winograd", "_im2col", "_int8", "_fft"]
+kernel_names = ["_epilogue", "_direct", "_runtime", "_winograd", "_im2col", "_int8", "_fft",
+                "_layout"]
 extensions = [
     Extension(
         f"convlab.strategies.kernels.{name}",

@@ -94,7 +94,10 @@ def fake_algorithms(clock, specs):
 
 @pytest.fixture
 def wide_margin(monkeypatch):
+    """A 50% margin, and no contender timed for being cheap (the fakes' estimates are
+    all far below any real algorithm's)."""
     monkeypatch.setattr(cost_model, "measure_margin", lambda: 0.5)
+    monkeypatch.setattr(measure, "CHEAP_SECONDS", 0.0)
 
 
 def test_the_measured_choice_is_the_fastest_timed_contender(rng, clock, wide_margin):
@@ -199,6 +202,19 @@ def test_only_contenders_within_the_margin_are_timed(rng, clock, wide_margin):
         assert names[2] not in counts["runs"] and names[2] not in counts["prepared"]
 
 
+def test_cheap_contenders_are_timed_outside_the_margin(rng, clock, wide_margin, monkeypatch):
+    src, weights, bias = _tensors(rng)
+    # estimated 3x and 30x the lowest, outside a 50% margin; the first runs fastest. At
+    # most 5e-9 s estimated, it is timed; the other is not.
+    monkeypatch.setattr(measure, "CHEAP_SECONDS", 5e-9)
+    specs = [(1.0e-9, 2e-3), (3.0e-9, 1e-3), (3.0e-8, 0.5e-3)]
+    with fake_algorithms(clock, specs) as (names, counts):
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        assert plan.algorithm_for(src) == names[1]
+        assert set(counts["runs"]) == set(names[:2])
+
+
 def test_at_most_max_contenders_are_timed(rng, clock, wide_margin):
     src, weights, bias = _tensors(rng)
     count = measure.MAX_CONTENDERS + 2
@@ -254,6 +270,7 @@ def test_no_contender_starts_after_the_time_limit(rng, clock, wide_margin):
 
 def test_a_single_close_contender_is_not_timed(rng, clock, monkeypatch):
     monkeypatch.setattr(cost_model, "measure_margin", lambda: 0.0)
+    monkeypatch.setattr(measure, "CHEAP_SECONDS", 0.0)
     src, weights, bias = _tensors(rng)
     with fake_algorithms(clock, [(1.0e-9, 3e-3), (1.2e-9, 1e-3)]) as (names, counts):
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)

@@ -181,7 +181,7 @@ def resolve_for_call(algorithm, problem: ConvProblem, n_threads: int, precision:
         # Nothing to time, or nothing to choose between: take auto's pick, remember nothing.
         return get_algorithm(select.choose(problem, n_threads, precision=precision,
                                            prepared=prepared))
-    src_canonical = params.canonical_src(src, problem)
+    src_canonical = params.canonical_src(src, problem, n_threads)
     scratch = np.empty(problem.canonical_dst_shape, dtype=problem.dtype)
 
     def run_once(name):
@@ -216,20 +216,20 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
     if problem.batch > 0:
         # only algorithms that fuse post-ops take the keyword
         fused = {} if epilogue is None else {"epilogue": epilogue}
-        chosen.run(problem, params.canonical_src(src, problem), prepared, bias, dst, n_threads,
-                   **fused)
+        chosen.run(problem, params.canonical_src(src, problem, n_threads), prepared, bias,
+                   dst, n_threads, **fused)
     if writes_in_place:
         return out
     if staged:
-        return _finish(problem, dst, out, ops, None)
-    result = params.user_dst(dst, problem)
+        return _finish(problem, dst, out, ops, None, n_threads)
     if out is not None:
-        out[...] = result
+        params.write_user_dst(dst, problem, out, n_threads)
         return out
-    return np.ascontiguousarray(result)
+    return params.user_dst_copy(dst, problem, n_threads)
 
 
-def _finish(problem: ConvProblem, acc: np.ndarray, out, ops, requant) -> np.ndarray:
+def _finish(problem: ConvProblem, acc: np.ndarray, out, ops, requant,
+            n_threads: int) -> np.ndarray:
     """The output stage into ``out`` (through its canonical view) or a new array."""
     if out is not None:
         view = params.canonical_view(out, problem)
@@ -237,7 +237,7 @@ def _finish(problem: ConvProblem, acc: np.ndarray, out, ops, requant) -> np.ndar
         return out
     result = np.empty(acc.shape, problem.output_dtype)
     postops.finish(problem, acc, result, ops, requant)
-    return np.ascontiguousarray(params.user_dst(result, problem))
+    return params.user_dst_copy(result, problem, n_threads)
 
 
 def execute_quantized(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, weights, q,
@@ -249,12 +249,11 @@ def execute_quantized(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, 
         chosen.run(problem, quantized.shifted_src(src, problem, q), weights, q.int_bias, acc,
                    n_threads)
     if postops.needs_stage(problem, ops, q.requant):
-        return _finish(problem, acc, out, ops, q.requant)
-    result = params.user_dst(acc, problem)
+        return _finish(problem, acc, out, ops, q.requant, n_threads)
     if out is not None:
-        out[...] = result
+        params.write_user_dst(acc, problem, out, n_threads)
         return out
-    return np.ascontiguousarray(result)
+    return params.user_dst_copy(acc, problem, n_threads)
 
 
 # Keywords that describe data, not the problem's shape: selection ignores them.

@@ -24,7 +24,7 @@ from convlab.dispatch import cost_model
 from convlab.dispatch.registry import FORWARD, Algorithm, keep_weights
 from convlab.ops import postops
 from convlab.problem import params
-from convlab.problem.params import ConvProblem, canonical_src, user_dst
+from convlab.problem.params import ConvProblem, canonical_src, user_dst_copy
 from convlab.runtime import _buffers as buffers
 
 # Signatures remembered at most; the oldest is forgotten first.
@@ -132,7 +132,5 @@ def run_decided(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, prepar
     """The kernel alone into a new dst, for a case with nothing after the kernel (no
     ``out``, post-ops or output stage, N > 0): what one-shot calls and plans share."""
     dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
-    chosen.run(problem, canonical_src(src, problem), prepared, bias, dst, n_threads)
-    if problem.data_format == "NXC":
-        return dst
-    return np.ascontiguousarray(user_dst(dst, problem))
+    chosen.run(problem, canonical_src(src, problem, n_threads), prepared, bias, dst, n_threads)
+    return user_dst_copy(dst, problem, n_threads)

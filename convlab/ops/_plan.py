@@ -38,7 +38,8 @@ class Convolution:
     choose : {"measure", "estimate"}
         How ``algorithm="auto"`` picks, once per src shape, dtype and thread count.
         "measure" (default): on the first call, the contenders whose prepared-weights
-        estimates lie within a fitted margin of the lowest (at most
+        estimates lie within a fitted margin of the lowest or at most
+        ``measure.CHEAP_SECONDS`` (at most
         ``measure.MAX_CONTENDERS``, lowest first, none started after
         ``measure.TIME_LIMIT_SECONDS``) are each prepared and run once untimed, then
         timed in turns of back-to-back runs (``measure.RUNS_PER_TURN``, more while a
@@ -199,7 +200,7 @@ class Convolution:
         winner's prepared weights and drop the others' unless another choice runs them."""
         if not isinstance(src, np.ndarray):  # algorithm_for(shape and dtype): any data times alike
             src = np.zeros(src.shape, src.dtype)
-        src_canonical = params.canonical_src(src, problem)
+        src_canonical = params.canonical_src(src, problem, n_threads)
         bias = params.canonical_bias(self._bias, problem)
         # allocated as the calls' dst is (a cache line start from 1 MiB, where the direct
         # kernel may stream its stores), or the timings would not describe the calls

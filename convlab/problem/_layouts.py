@@ -5,16 +5,20 @@ caller's at the API boundary:
 * weights ``(G, K_1..K_r, IC/G, OC/G)``, C-contiguous (grouped XIO).
 
 Conversion to them happens in :func:`canonical_src` and :func:`canonical_weights`, and
-back in :func:`user_dst`.
+back in :func:`user_dst` (a view) or :func:`user_dst_copy`. Between NCX and the canonical
+layout, data is copied by a compiled, tiled transpose (:func:`swap_channels`) wherever the
+array allows it: NumPy's copy of a transposed view is many times slower.
 """
 from __future__ import annotations
 
 import functools
+import math
 from typing import Literal
 
 import numpy as np
 
 from convlab.problem._geometry import ConvProblem
+from convlab.runtime import _buffers as buffers
 
 
 def as_array(name: str, value) -> np.ndarray:
@@ -67,11 +71,47 @@ def _group_first(ndim: int) -> tuple[int, ...]:
     return (ndim - 2, *range(ndim - 2), ndim - 1)
 
 
-def canonical_src(src: np.ndarray, problem: ConvProblem) -> np.ndarray:
+def _swappable(array: np.ndarray) -> bool:
+    return (array.ndim >= 3 and array.flags.c_contiguous and array.flags.aligned
+            and array.dtype.itemsize in (1, 2, 4, 8) and not array.dtype.hasobject)
+
+
+def swap_channels(array: np.ndarray, to_last: bool, threads: int = 1,
+                  into: np.ndarray | None = None) -> np.ndarray | None:
+    """A C-contiguous copy of ``array`` (N, C, X...) as (N, X..., C) when ``to_last``, or
+    of (N, X..., C) as (N, C, X...), new or written into ``into``; None where the compiled
+    copy cannot take the arrays (not C-contiguous, dtypes that differ, an item size other
+    than 1, 2, 4 or 8 bytes)."""
+    shape = array.shape
+    if not _swappable(array):
+        return None
+    pixels = math.prod(shape[2:] if to_last else shape[1:-1])
+    if to_last:
+        rows, cols, result_shape = shape[1], pixels, (shape[0], *shape[2:], shape[1])
+    else:
+        rows, cols, result_shape = pixels, shape[-1], (shape[0], shape[-1], *shape[1:-1])
+    if into is None:
+        into = buffers.empty(result_shape, array.dtype)
+    elif (not _swappable(into) or into.dtype != array.dtype or into.shape != result_shape
+          or not into.flags.writeable):
+        return None
+    # imported here: the kernels' package registers the algorithms, which describe
+    # problems with this module
+    from convlab.strategies.kernels._layout import swap_last_axes
+    swap_last_axes(array.reshape(shape[0], rows, cols),
+                   into.reshape(shape[0], cols, rows), threads)
+    return into
+
+
+def canonical_src(src: np.ndarray, problem: ConvProblem, threads: int = 1) -> np.ndarray:
     """src as (N, I..., IC), C-contiguous, compute dtype. Never a writable alias users see
     modified: kernels only read it. Data dilation and padding modes are materialised here
-    (see :func:`materialize`)."""
+    (see :func:`materialize`). ``threads`` may share the copy from NCX."""
     if problem.data_format == "NCX":
+        if src.dtype == problem.dtype and problem.source_shape is None:
+            swapped = swap_channels(src, True, threads)
+            if swapped is not None:
+                return swapped
         src = src.transpose(channels_last_axes(src.ndim))
     if problem.source_shape is not None:
         return materialize(src.astype(problem.dtype, copy=False), problem)
@@ -147,3 +187,22 @@ def user_dst(dst_canonical: np.ndarray, problem: ConvProblem) -> np.ndarray:
     if problem.data_format == "NCX":
         return dst_canonical.transpose(_channels_first(dst_canonical.ndim))
     return dst_canonical
+
+
+def user_dst_copy(dst_canonical: np.ndarray, problem: ConvProblem,
+                  threads: int = 1) -> np.ndarray:
+    """The canonical (N, O..., OC) result as a C-contiguous array in the user's
+    data_format: ``dst_canonical`` itself for NXC, a new array for NCX."""
+    if problem.data_format == "NCX":
+        swapped = swap_channels(dst_canonical, False, threads)
+        if swapped is not None:
+            return swapped
+    return np.ascontiguousarray(user_dst(dst_canonical, problem))
+
+
+def write_user_dst(dst_canonical: np.ndarray, problem: ConvProblem, out: np.ndarray,
+                   threads: int = 1) -> None:
+    """Copy the canonical (N, O..., OC) result into the caller's ``out`` (user layout)."""
+    if problem.data_format != "NCX" or swap_channels(dst_canonical, False, threads,
+                                                     into=out) is None:
+        out[...] = user_dst(dst_canonical, problem)

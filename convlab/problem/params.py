@@ -62,7 +62,10 @@ from convlab.problem._layouts import (
     canonical_weights,
     channels_last_axes,
     materialize,
+    swap_channels,
     user_dst,
+    user_dst_copy,
+    write_user_dst,
 )
 
 __all__ = [
@@ -73,8 +76,9 @@ __all__ = [
     "make_problem", "materialize", "MAX_ELEMENTS", "output_extent", "PADDING_MODES",
     "parse_auto_pad", "parse_choice", "parse_data_format", "parse_dst_dtype",
     "parse_padding_mode", "parse_weights_format", "problem_dtypes", "QUANTIZED_DST_TYPES",
-    "reject_8bit", "resolve_auto_pad", "spatial_tuple", "split_shapes", "user_data_shape",
-    "user_dst", "user_weights_shape", "WEIGHTS_FORMATS",
+    "reject_8bit", "resolve_auto_pad", "spatial_tuple", "split_shapes", "swap_channels",
+    "user_data_shape", "user_dst", "user_dst_copy", "user_weights_shape", "WEIGHTS_FORMATS",
+    "write_user_dst",
 ]
 
 
