@@ -27,3 +27,44 @@ def test_convolve_returns_a_large_dst_on_a_cache_line(rng):
     assert dst.ctypes.data % buffers.CACHE_LINE == 0
     np.testing.assert_allclose(dst, np.einsum("nhwc,co->nhwo", src, weights[0, 0]),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_staging_reuses_a_slots_memory_within_a_thread():
+    first = buffers.staging("test-slot", (4, 5), np.float32)
+    assert first.ctypes.data % buffers.CACHE_LINE == 0 and first.flags.c_contiguous
+    first[...] = 1
+    again = buffers.staging("test-slot", (2, 3), np.float64)  # smaller: the same memory
+    assert again.ctypes.data == first.ctypes.data
+    other = buffers.staging("another-slot", (4, 5), np.float32)
+    assert not np.shares_memory(other, first)
+    larger = buffers.staging("test-slot", (64, 64), np.float32)
+    assert larger.shape == (64, 64) and larger.ctypes.data % buffers.CACHE_LINE == 0
+    larger[...] = 2  # the whole extent is usable memory
+    assert larger.sum() == 2 * larger.size
+
+
+def test_staging_gives_each_thread_its_own_memory():
+    import threading
+    seen = {}
+    both_asked = threading.Barrier(2)
+
+    def ask(name):
+        seen[name] = buffers.staging("test-thread-slot", (8, 8), np.float32).ctypes.data
+        if name != "main":
+            both_asked.wait(timeout=30)  # neither thread ends (freeing its memory) before
+
+    ask("main")  # kept by this thread, which outlives the others
+    threads = [threading.Thread(target=ask, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(seen.values())) == 3
+
+
+def test_staging_keeps_nothing_above_its_limit(monkeypatch):
+    monkeypatch.setattr(buffers, "STAGING_MAX_BYTES", 1024)
+    big = buffers.staging("test-big-slot", (512,), np.float32)
+    again = buffers.staging("test-big-slot", (512,), np.float32)
+    assert big.ctypes.data % buffers.CACHE_LINE == 0
+    assert not np.shares_memory(big, again)

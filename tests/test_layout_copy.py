@@ -142,3 +142,24 @@ def test_ncx_calls_match_nxc_calls(rng, dtype):
     plan = convlab.Convolution(weights, **kwargs)
     np.testing.assert_array_equal(plan(src), expected)
     np.testing.assert_array_equal(plan(src), expected)
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("dtype, post_ops", [(np.float32, None), (np.float16, None),
+                                             (np.float32, ["relu"])])
+def test_results_never_share_staging_memory(rng, data_format, dtype, post_ops):
+    """Staging buffers are reused by the next call in the thread: no result may be one."""
+    weights = rng.standard_normal((6, 5, 3, 3)).astype(dtype)
+    shape = (1, 5, 20, 20) if data_format == "NCX" else (1, 20, 20, 5)
+    kwargs = dict(data_format=data_format, weights_format="OIX", pads_begin=1, pads_end=1,
+                  post_ops=post_ops)
+    sources = [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
+    plan = convlab.Convolution(weights, **kwargs)
+    for call in (lambda s: convlab.convolve(s, weights, **kwargs), plan):
+        results = [call(s) for s in sources]
+        expected = [call(s) for s in sources]
+        for result, again in zip(results, expected):
+            np.testing.assert_array_equal(result, again)
+        for one in range(3):
+            for other in range(one + 1, 3):
+                assert not np.shares_memory(results[one], results[other])

@@ -211,13 +211,16 @@ def execute(problem: ConvProblem, chosen, src: np.ndarray, prepared, bias, out, 
     elif epilogue is not None and epilogue.seeds_sum:
         # the fused sum reads the prior dst from the kernel's own buffer
         dst = params.aligned(np.ascontiguousarray(params.canonical_view(out, problem)))
+    elif staged or problem.data_format == "NCX":
+        # read by the output stage or copied to NCX before the call returns
+        dst = buffers.staging("dst", problem.canonical_dst_shape, problem.dtype)
     else:
         dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
     if problem.batch > 0:
         # only algorithms that fuse post-ops take the keyword
         fused = {} if epilogue is None else {"epilogue": epilogue}
-        chosen.run(problem, params.canonical_src(src, problem, n_threads), prepared, bias,
-                   dst, n_threads, **fused)
+        chosen.run(problem, params.canonical_src(src, problem, n_threads, staged=True),
+                   prepared, bias, dst, n_threads, **fused)
     if writes_in_place:
         return out
     if staged:

@@ -131,6 +131,10 @@ def run_decided(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, prepar
                 n_threads: int) -> np.ndarray:
     """The kernel alone into a new dst, for a case with nothing after the kernel (no
     ``out``, post-ops or output stage, N > 0): what one-shot calls and plans share."""
-    dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
-    chosen.run(problem, canonical_src(src, problem, n_threads), prepared, bias, dst, n_threads)
+    if problem.data_format == "NCX":  # copied to NCX before the call returns
+        dst = buffers.staging("dst", problem.canonical_dst_shape, problem.dtype)
+    else:
+        dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
+    chosen.run(problem, canonical_src(src, problem, n_threads, staged=True), prepared, bias,
+               dst, n_threads)
     return user_dst_copy(dst, problem, n_threads)

@@ -71,6 +71,10 @@ def _group_first(ndim: int) -> tuple[int, ...]:
     return (ndim - 2, *range(ndim - 2), ndim - 1)
 
 
+def _channels_last_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (shape[0], *shape[2:], shape[1])
+
+
 def _swappable(array: np.ndarray) -> bool:
     return (array.ndim >= 3 and array.flags.c_contiguous and array.flags.aligned
             and array.dtype.itemsize in (1, 2, 4, 8) and not array.dtype.hasobject)
@@ -87,7 +91,7 @@ def swap_channels(array: np.ndarray, to_last: bool, threads: int = 1,
         return None
     pixels = math.prod(shape[2:] if to_last else shape[1:-1])
     if to_last:
-        rows, cols, result_shape = shape[1], pixels, (shape[0], *shape[2:], shape[1])
+        rows, cols, result_shape = shape[1], pixels, _channels_last_shape(shape)
     else:
         rows, cols, result_shape = pixels, shape[-1], (shape[0], shape[-1], *shape[1:-1])
     if into is None:
@@ -103,13 +107,19 @@ def swap_channels(array: np.ndarray, to_last: bool, threads: int = 1,
     return into
 
 
-def canonical_src(src: np.ndarray, problem: ConvProblem, threads: int = 1) -> np.ndarray:
+def canonical_src(src: np.ndarray, problem: ConvProblem, threads: int = 1,
+                  staged: bool = False) -> np.ndarray:
     """src as (N, I..., IC), C-contiguous, compute dtype. Never a writable alias users see
     modified: kernels only read it. Data dilation and padding modes are materialised here
-    (see :func:`materialize`). ``threads`` may share the copy from NCX."""
+    (see :func:`materialize`). ``threads`` may share the copy from NCX; ``staged``: the
+    copy may go to this thread's staging buffer (``buffers.staging``), for a caller done
+    with it before it asks for another."""
     if problem.data_format == "NCX":
         if src.dtype == problem.dtype and problem.source_shape is None:
-            swapped = swap_channels(src, True, threads)
+            into = None
+            if staged and _swappable(src):
+                into = buffers.staging("src", _channels_last_shape(src.shape), src.dtype)
+            swapped = swap_channels(src, True, threads, into)
             if swapped is not None:
                 return swapped
         src = src.transpose(channels_last_axes(src.ndim))
@@ -192,12 +202,14 @@ def user_dst(dst_canonical: np.ndarray, problem: ConvProblem) -> np.ndarray:
 def user_dst_copy(dst_canonical: np.ndarray, problem: ConvProblem,
                   threads: int = 1) -> np.ndarray:
     """The canonical (N, O..., OC) result as a C-contiguous array in the user's
-    data_format: ``dst_canonical`` itself for NXC, a new array for NCX."""
+    data_format: ``dst_canonical`` itself for NXC, a new array for NCX (so an NCX call's
+    dst may be a staging buffer)."""
     if problem.data_format == "NCX":
         swapped = swap_channels(dst_canonical, False, threads)
         if swapped is not None:
             return swapped
-    return np.ascontiguousarray(user_dst(dst_canonical, problem))
+        return np.array(user_dst(dst_canonical, problem), order="C")
+    return np.ascontiguousarray(dst_canonical)
 
 
 def write_user_dst(dst_canonical: np.ndarray, problem: ConvProblem, out: np.ndarray,
