@@ -163,3 +163,26 @@ def test_results_never_share_staging_memory(rng, data_format, dtype, post_ops):
         for one in range(3):
             for other in range(one + 1, 3):
                 assert not np.shares_memory(results[one], results[other])
+
+
+@pytest.mark.parametrize("out_channels, in_channels, kernel, groups", [
+    (256, 128, (1, 1), 1), (128, 64, (3, 3), 1), (96, 96, (3, 3), 96), (128, 64, (3, 3), 4),
+    (64, 64, (5,), 2), (32, 32, (3, 3, 3), 1)])
+def test_large_oix_weights_convert_as_numpy_would(rng, out_channels, in_channels, kernel,
+                                                  groups):
+    weights = rng.standard_normal((out_channels, in_channels // groups, *kernel)) \
+        .astype(np.float32)
+    if weights.nbytes < params.OIX_COPY_MIN_BYTES:
+        weights = np.concatenate([weights] * -(-params.OIX_COPY_MIN_BYTES // weights.nbytes))
+        out_channels = weights.shape[0]
+    src_shape = (1, in_channels, *(k + 2 for k in kernel))
+    problem = params.make_problem(src_shape, np.float32, weights.shape, np.float32,
+                                  data_format="NCX", weights_format="OIX", groups=groups)
+    before = weights.copy()
+    converted = params.canonical_weights(weights, problem)
+    icg, ocg = in_channels // groups, out_channels // groups
+    expected = np.moveaxis(weights, (0, 1), (-1, -2)).reshape(*kernel, icg, groups, ocg)
+    expected = np.moveaxis(expected, -2, 0)
+    assert converted.flags.c_contiguous
+    np.testing.assert_array_equal(converted, expected)
+    np.testing.assert_array_equal(weights, before)

@@ -54,6 +54,7 @@ from convlab.problem._geometry import (
     user_weights_shape,
 )
 from convlab.problem._layouts import (
+    OIX_COPY_MIN_BYTES,
     aligned,
     as_array,
     canonical_bias,
@@ -73,7 +74,8 @@ __all__ = [
     "canonical_src", "canonical_view", "canonical_weights", "channels_last_axes", "check_dtype",
     "compute_dtype", "ConvProblem", "DATA_FORMATS", "float_dtypes", "FLOAT_TYPES",
     "GroupedGeometry", "half_dtype", "HALF_TYPES", "IntOrSeq", "is_8bit_integer", "is_half",
-    "make_problem", "materialize", "MAX_ELEMENTS", "output_extent", "PADDING_MODES",
+    "make_problem", "materialize", "MAX_ELEMENTS", "OIX_COPY_MIN_BYTES", "output_extent",
+    "PADDING_MODES",
     "parse_auto_pad", "parse_choice", "parse_data_format", "parse_dst_dtype",
     "parse_padding_mode", "parse_weights_format", "problem_dtypes", "QUANTIZED_DST_TYPES",
     "reject_8bit", "resolve_auto_pad", "spatial_tuple", "split_shapes", "swap_channels",
