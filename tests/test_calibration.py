@@ -218,23 +218,60 @@ def test_a_valid_calibration_is_used_and_described(cache):
     assert cost_model.in_force(THREADS + 1).origin == "shipped"
 
 
-def test_a_calibrated_set_measures_plans_with_its_levels_shipped_margin(cache, monkeypatch):
+def test_a_calibrated_set_measures_plans_with_its_own_margin(cache, monkeypatch):
     threads = effective_threads(None)  # the count measure_margin() reads the set at
-    write(expected_path(threads), valid_set(threads))
     shipped = store.shipped
 
     def shipped_with_margin(level):
         return {**shipped(level), "measure_margin": 0.31}
 
     monkeypatch.setattr(store, "shipped", shipped_with_margin)
+    # a calibration file without one (as older files are): its level's shipped margin
+    write(expected_path(threads), valid_set(threads))
     cost_model.reload()
     assert cost_model.in_force().origin == "calibrated"
     assert cost_model.measure_margin() == 0.31
-    # nor is a calibration file read for one (calibrate never writes it)
-    write(expected_path(threads), {**valid_set(threads), "measure_margin": "not a number"})
+    write(expected_path(threads), {**valid_set(threads), "measure_margin": 0.9})
     cost_model.reload()
-    assert cost_model.in_force().origin == "calibrated"
-    assert cost_model.measure_margin() == 0.31
+    assert cost_model.measure_margin() == 0.9
+
+
+@pytest.mark.parametrize("margin", ["not a number", -0.1, store.MAX_MEASURE_MARGIN + 1,
+                                    True, None])
+def test_an_unusable_measure_margin_makes_the_file_corrupt(cache, margin):
+    stored = {**valid_set(), "measure_margin": margin}
+    if margin is None:  # null is as good as absent
+        write(expected_path(), stored)
+        cost_model.reload()
+        assert cost_model.in_force(THREADS).origin == "calibrated"
+        return
+    assert_ignored(write(expected_path(), stored), "measure margin")
+
+
+def test_estimate_spreads_say_how_far_above_the_lowest_estimate_the_fastest_lay():
+    timings = [fit.Timing("a", 1, {}, 2.0, case="p:plan"), fit.Timing("b", 1, {}, 1.0,
+                                                                       case="p:plan"),
+               fit.Timing("a", 1, {}, 1.0, case="q"), fit.Timing("b", 1, {}, 2.0, case="q"),
+               fit.Timing("a", 1, {}, 1.0, case="alone")]
+    estimates = [1.0, 1.5, 1.0, 3.0, 1.0]
+    assert fit.estimate_spreads(timings, estimates) == {"p:plan": 1.5, "q": 1.0}
+    # margins scale the estimates as selection does
+    assert fit.estimate_spreads(timings, estimates, {"b": 1.0})["p:plan"] == 3.0
+
+
+def test_the_calibrated_measure_margin_covers_the_plan_cases_and_the_shipped_one():
+    plan = [fit.Timing("a", 1, {}, 2.0, case="p:plan"), fit.Timing("b", 1, {}, 1.0,
+                                                                   case="p:plan")]
+    oneshot = [fit.Timing("a", 1, {}, 2.0, case="p"), fit.Timing("b", 1, {}, 1.0, case="p")]
+    shipped = {"measure_margin": 0.4}
+    # the fastest plan's estimate 2.5x the lowest: 150%; one-shot cases do not count
+    margin, spreads = run._measure_margin(shipped, plan + oneshot, [1.0, 2.5, 1.0, 9.0], {})
+    assert margin == pytest.approx(1.5) and spreads == {"p:plan": 2.5}
+    # never below the shipped margin, never above the most a file may hold
+    assert run._measure_margin(shipped, plan, [1.0, 1.1], {})[0] == pytest.approx(0.4)
+    assert run._measure_margin(shipped, plan, [1.0, 99.0], {})[0] == store.MAX_MEASURE_MARGIN
+    assert run._measure_margin({}, plan, [1.0, 1.0], {})[0] == \
+        cost_model.DEFAULT_MEASURE_MARGIN
 
 
 @pytest.mark.parametrize("field, other, kind", [
@@ -594,6 +631,8 @@ def test_calibrate_writes_a_file_that_selection_then_uses(cache, monkeypatch):
     assert provenance["budget_s"] == 5 and provenance["wall_s"] <= 5
     assert provenance["regret"]["calibrated"]["worst"] == pytest.approx(1.0)
     assert provenance["regret"]["calibrated_held_out"]["cases"] > 0
+    assert provenance["plan_estimate_spreads"]
+    assert stored["measure_margin"] >= shipped_set().get("measure_margin", 0.0)
 
     # the in-memory constants and cached choices follow the new file
     assert cost_model.in_force(THREADS).origin == "calibrated"

@@ -172,10 +172,13 @@ def measure_margin() -> float:
     """How far above the lowest prepared-weights estimate (a fraction) a contender's
     estimate may lie for a plan to time it on its first call (:mod:`convlab.dispatch.measure`).
 
-    A calibration fits the constants, not this margin, so a calibrated set uses the margin
-    of its level's shipped set (a calibration file is never read for one);
-    :data:`DEFAULT_MEASURE_MARGIN` where the shipped set has none."""
-    shipped = store.shipped(store.shipped_level_for(in_force().isa))
+    The set in force's own margin: a calibration sets one from its plan timings, never
+    below its level's shipped margin; a calibration file without one uses the shipped
+    set's, and :data:`DEFAULT_MEASURE_MARGIN` serves where the shipped set has none."""
+    chosen = in_force()
+    if "measure_margin" in chosen.data:
+        return float(chosen.data["measure_margin"])
+    shipped = store.shipped(store.shipped_level_for(chosen.isa))
     return float(shipped.get("measure_margin", DEFAULT_MEASURE_MARGIN))
 
 

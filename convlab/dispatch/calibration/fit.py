@@ -361,15 +361,45 @@ def _refine_factors(mine: Sequence[Timing], constants, threads: int,
 HELD_OUT_FOLDS = 4
 
 
+def estimate_spreads(timings: Sequence[Timing], estimates: Sequence[float],
+                     margins: Mapping[str, float] | None = None) -> dict[str, float]:
+    """{case: the estimate of the case's fastest measured contender / the case's lowest
+    estimate, each times 1 + its algorithm's margin}: how far above the lowest estimate a
+    plan's first call must look to time the fastest (1 where the lowest estimate is the
+    fastest). Cases with fewer than two contenders are left out."""
+    margins = margins or {}
+    cases: dict[str, list[tuple[float, Timing]]] = {}
+    for t, seconds in zip(timings, estimates):
+        if t.contender:
+            cases.setdefault(t.case, []).append(
+                (seconds * (1 + margins.get(t.algorithm, 0.0)), t))
+    out = {}
+    for case, members in cases.items():
+        lowest = min(seconds for seconds, _ in members)
+        if len(members) < 2 or lowest <= 0:
+            continue
+        fastest = min(members, key=lambda member: member[1].seconds)
+        out[case] = fastest[0] / lowest
+    return out
+
+
 def held_out_regrets(timings: Sequence[Timing], fitted_on: Callable[[list[Timing]], object],
                      folds: int = HELD_OUT_FOLDS) -> dict[str, float]:
     """{case: regret} of each case's pick by constants ``fitted_on`` the timings of the
-    other folds' problems (a problem: a case's name up to its first ":", so that its
-    one-shot and plan cases fall in one fold). In-sample regret flatters a fit, the more
-    so a refined one: it was chosen for those very picks."""
+    other folds' problems (see :func:`held_out_estimates`). In-sample regret flatters a
+    fit, the more so a refined one: it was chosen for those very picks."""
+    return regrets(*held_out_estimates(timings, fitted_on, folds))
+
+
+def held_out_estimates(timings: Sequence[Timing], fitted_on: Callable[[list[Timing]], object],
+                       folds: int = HELD_OUT_FOLDS) -> tuple[list[Timing], list[float]]:
+    """The timings whose algorithm the constants price, each with its estimate by constants
+    ``fitted_on`` the timings of the other folds' problems (a problem: a case's name up to
+    its first ":", so that its one-shot and plan cases fall in one fold)."""
     problems = sorted({t.case.split(":")[0] for t in timings})
     fold_of = {name: index % folds for index, name in enumerate(problems)}
-    out: dict[str, float] = {}
+    kept: list[Timing] = []
+    estimates: list[float] = []
     for fold in range(min(folds, len(problems))):
         train = [t for t in timings if fold_of[t.case.split(":")[0]] != fold]
         test = [t for t in timings if fold_of[t.case.split(":")[0]] == fold]
@@ -377,8 +407,9 @@ def held_out_regrets(timings: Sequence[Timing], fitted_on: Callable[[list[Timing
             continue
         constants = fitted_on(train)
         known = [t for t in test if t.algorithm in constants]
-        out.update(regrets(known, estimated(known, constants)))
-    return out
+        kept += known
+        estimates += estimated(known, constants)
+    return kept, estimates
 
 
 def summary_of(values: Iterable[float]) -> dict[str, float]:

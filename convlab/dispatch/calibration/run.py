@@ -16,8 +16,10 @@ The timing is shaped by the budget, everything included:
 2. rounds: each round times one block per problem, the problems in turn (forwards, then
    backwards), so that a slow spell of the machine falls on many problems rather than on
    one. A block is the bench's "mixed" schedule (:func:`convlab.runtime.timing.time_rotation`):
-   after a pause, every contender of the problem is called in a fresh random order, each
-   timed call right after an untimed call of itself, for about :data:`BLOCK_SECONDS`.
+   after a pause, every one-shot contender of the problem is called in a fresh random
+   order, each timed call right after an untimed call of itself, for about
+   :data:`BLOCK_SECONDS`; then each plan, in a random order, gets a block of its own of
+   back-to-back calls, as in the bench (:func:`time_block`).
    Rounds go on while the next block fits before the deadline (at most
    :data:`MAX_ROUNDS`); each timing is the median over rounds of its blocks' medians;
 3. the fit and the file, for which :func:`reserve_seconds` is kept back.
@@ -30,6 +32,7 @@ import json
 import math
 import numbers
 import os
+import random
 import statistics
 import sys
 import time
@@ -51,6 +54,10 @@ MAX_ROUNDS = 40
 PAUSE_SECONDS = 0.02
 # Timed calls per block: as many rounds of the problem's contenders as take about this.
 BLOCK_SECONDS = 0.02
+# A plan's block of its own (no pause: the previous calls were convlab's own): calls for
+# about this long, at least a few of them, most past the warm-up of large weights.
+PLAN_BLOCK_SECONDS = 0.01
+PLAN_BLOCK_CALLS = 5
 
 
 # A first call against the cost model's estimate of a call (allocations, page faults,
@@ -58,10 +65,12 @@ BLOCK_SECONDS = 0.02
 FIRST_CALL_FACTOR = 3.0
 
 
-def _block_seconds(call_seconds: float) -> float:
-    """A block's length, given the seconds of one call of each of its contenders: the
-    pause, then untimed and timed calls for at least BLOCK_SECONDS."""
-    return PAUSE_SECONDS + 2 * max(call_seconds, BLOCK_SECONDS)
+def _block_seconds(call_seconds: float, plans: int) -> float:
+    """A block's length, given the seconds of one call of each of its contenders and how
+    many of them are plans: the pause, then untimed and timed calls for at least
+    BLOCK_SECONDS, and each plan's block of its own."""
+    return PAUSE_SECONDS + 2 * max(call_seconds, BLOCK_SECONDS) \
+        + plans * PLAN_BLOCK_SECONDS
 
 
 def reserve_seconds(budget: float) -> float:
@@ -100,12 +109,28 @@ def first_call_seconds(contender: Contender) -> float:
 
 def time_block(contenders: list[Contender], seed: int) -> list[float]:
     """One block of a problem's contenders (see the module docstring): the median seconds
-    of each one's timed calls."""
-    from convlab.runtime.timing import time_rotation
+    of each one's timed calls. Plans are timed apart, each in back-to-back calls: between
+    other contenders' calls a plan's prepared weights leave the caches, and large ones
+    take several calls to come back (ResNet-50 res5a_branch2b's winograd4 plan, 37.7 MB
+    of transformed weights, timed 2.3 ms in the rotation, 0.84 ms in the bench, on the
+    Xeon capped at avx2), while the bench and a plan's first call judge warm weights."""
+    from convlab.runtime import timing
 
-    times = time_rotation([c.call for c in contenders], 1, pause=PAUSE_SECONDS, quiet=False,
-                          min_seconds=BLOCK_SECONDS, seed=seed)
-    return [statistics.median(t) for t in times]
+    medians = [0.0] * len(contenders)
+    rotated = [index for index, c in enumerate(contenders) if c.mode == "oneshot"]
+    if rotated:
+        times = timing.time_rotation([contenders[i].call for i in rotated], 1,
+                                     pause=PAUSE_SECONDS, quiet=False,
+                                     min_seconds=BLOCK_SECONDS, seed=seed)
+        for index, runs in zip(rotated, times):
+            medians[index] = statistics.median(runs)
+    alone = [index for index, c in enumerate(contenders) if c.mode != "oneshot"]
+    random.Random(seed).shuffle(alone)
+    for index in alone:
+        medians[index] = statistics.median(timing.time_block(
+            contenders[index].call, PLAN_BLOCK_CALLS, pause=0.0,
+            min_seconds=PLAN_BLOCK_SECONDS, quiet=False))
+    return medians
 
 
 # --------------------------------------------------------------------------- progress
@@ -178,6 +203,22 @@ def _shipped_picks_better(shipped: dict, calibrated: dict) -> bool:
         return True
     return (abs(shipped["geo_mean"] - calibrated["geo_mean"]) <= 0.001
             and shipped["worst"] < calibrated["worst"])
+
+
+def _measure_margin(shipped: dict, timings, estimates, margins) -> tuple[float, dict]:
+    """The margin plans measure within under these constants: the widest spread, over
+    the timed plan cases, between the lowest estimate and the estimate of the fastest
+    plan (estimates out of sample: the held-out fit's, or the shipped set's), and never
+    below the level's shipped margin, which was fitted on the suites' layers. Returns it
+    and the spreads ({case: ratio})."""
+    from convlab.dispatch.calibration import fit  # as in calibrate
+
+    spreads = {case: round(ratio, 4) for case, ratio
+               in fit.estimate_spreads(timings, estimates, margins).items()
+               if case.endswith(":plan")}
+    shipped_margin = float(shipped.get("measure_margin", cost_model.DEFAULT_MEASURE_MARGIN))
+    widest = max(spreads.values(), default=1.0) - 1
+    return round(max(shipped_margin, min(widest, store.MAX_MEASURE_MARGIN)), 4), spreads
 
 
 def _load_average() -> float | None:
@@ -273,13 +314,14 @@ def time_design(deadline: float, threads: int, priced, bar: Progress | None = No
             continue
         # the first calls cost more than later ones (allocations, preparing weights)
         predicted = FIRST_CALL_FACTOR * sum(c.estimated for c in contenders)
+        plans = sum(c.mode != "oneshot" for c in contenders)
         if time.perf_counter() + predicted + rounds_needed * (
-                sum(block_estimate) + _block_seconds(predicted)) > deadline:
+                sum(block_estimate) + _block_seconds(predicted, plans)) > deadline:
             skipped.append(problem.name)
             continue
         bar.update(f"warm-up: {problem.name}")
         first = sum(first_call_seconds(c) for c in contenders)
-        estimate = _block_seconds(first)
+        estimate = _block_seconds(first, plans)
         if time.perf_counter() + rounds_needed * (sum(block_estimate) + estimate) > deadline:
             skipped.append(problem.name)
             continue
@@ -355,9 +397,9 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     fitted = fitted_on(timings)
     shipped_margins = dict(shipped.get("selection_margins", {}))
     margins, _ = fit.fit_margins(timings, fitted.constants, list(shipped_margins))
+    held_out = fit.held_out_estimates(timings, lambda subset: fitted_on(subset).constants)
     regret = {"calibrated": fit.regret_summary(timings, fitted.constants, margins),
-              "calibrated_held_out": fit.summary_of(fit.held_out_regrets(
-                  timings, lambda subset: fitted_on(subset).constants).values()),
+              "calibrated_held_out": fit.summary_of(fit.regrets(*held_out).values()),
               "shipped": fit.regret_summary(timings, shipped["constants"], shipped_margins)}
     constants = fitted.constants
     keeps_shipped = _shipped_picks_better(regret["shipped"], regret["calibrated_held_out"])
@@ -369,6 +411,10 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
         constants = {name: {str(n_threads): per_unit}
                      for name, per_unit in shipped_here.items()}
         margins = shipped_margins
+        judged = (timings, fit.estimated(timings, shipped["constants"]))
+    else:
+        judged = held_out
+    measure_margin, spreads = _measure_margin(shipped, *judged, margins)
     wall = time.perf_counter() - started
     stored = {
         "format": store.FORMAT,
@@ -396,9 +442,11 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
                                if by_threads[str(n_threads)]},
             "regret": regret,
             "kept_shipped_set": keeps_shipped,
+            "plan_estimate_spreads": spreads,
         },
         "constants": constants,
         "selection_margins": margins,
+        "measure_margin": measure_margin,
     }
     try:  # what selection would refuse must not be written
         store.parse_calibration(json.dumps(stored).encode(), key,

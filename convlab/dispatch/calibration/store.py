@@ -196,6 +196,11 @@ def parse_calibration(data: bytes, expected_key: Mapping[str, object],
         terms = expected_terms(shipped(shipped_level_for(str(expected_key["isa"]))))
     _check_constants(stored.get("constants"), terms, str(int(expected_key["threads"])))
     _check_margins(stored.get("selection_margins"), terms)
+    measure_margin = stored.get("measure_margin")  # absent: the level's shipped margin
+    if measure_margin is not None and (not _is_number(measure_margin)
+                                       or not 0 <= measure_margin <= MAX_MEASURE_MARGIN):
+        raise InvalidCalibration(f"has an unusable measure margin {_shown(measure_margin)} "
+                                 f"(expected a fraction in [0, {MAX_MEASURE_MARGIN}])")
     for section in ("source", "provenance"):
         if not isinstance(stored.get(section), dict):
             raise InvalidCalibration(f"has no {section!r} object")
@@ -257,6 +262,11 @@ def _check_constants(constants, terms: Mapping[str, Iterable[str]], threads: str
                     f"seconds per unit, finite, 0 to {MAX_SECONDS_PER_UNIT})")
         if not any(value > 0 for value in values.values()):
             raise InvalidCalibration(f"prices every term of {name!r} at zero")
+
+
+# The widest measure margin a calibration may set: plans then time contenders estimated
+# up to 5x the lowest (still at most measure.MAX_CONTENDERS of them).
+MAX_MEASURE_MARGIN = 4.0
 
 
 def _check_margins(margins, terms: Mapping[str, Iterable[str]]) -> None:
