@@ -259,14 +259,13 @@ def test_estimate_spreads_say_how_far_above_the_lowest_estimate_the_fastest_lay(
     assert fit.estimate_spreads(timings, estimates, {"b": 1.0})["p:plan"] == 3.0
 
 
-def test_the_calibrated_measure_margin_covers_the_plan_cases_and_the_shipped_one():
-    plan = [fit.Timing("a", 1, {}, 2.0, case="p:plan"), fit.Timing("b", 1, {}, 1.0,
-                                                                   case="p:plan")]
-    oneshot = [fit.Timing("a", 1, {}, 2.0, case="p"), fit.Timing("b", 1, {}, 1.0, case="p")]
+def test_the_calibrated_measure_margin_covers_the_plans_and_the_shipped_margin():
+    case = f"p:{run.ALONE}"
+    plan = [fit.Timing("a", 1, {}, 2.0, case=case), fit.Timing("b", 1, {}, 1.0, case=case)]
     shipped = {"measure_margin": 0.4}
-    # the fastest plan's estimate 2.5x the lowest: 150%; one-shot cases do not count
-    margin, spreads = run._measure_margin(shipped, plan + oneshot, [1.0, 2.5, 1.0, 9.0], {})
-    assert margin == pytest.approx(1.5) and spreads == {"p:plan": 2.5}
+    # the fastest plan's estimate 2.5x the lowest: 150%
+    margin, spreads = run._measure_margin(shipped, plan, [1.0, 2.5], {})
+    assert margin == pytest.approx(1.5) and spreads == {case: 2.5}
     # never below the shipped margin, never above the most a file may hold
     assert run._measure_margin(shipped, plan, [1.0, 1.1], {})[0] == pytest.approx(0.4)
     assert run._measure_margin(shipped, plan, [1.0, 99.0], {})[0] == store.MAX_MEASURE_MARGIN
@@ -632,6 +631,10 @@ def test_calibrate_writes_a_file_that_selection_then_uses(cache, monkeypatch):
     assert provenance["regret"]["calibrated"]["worst"] == pytest.approx(1.0)
     assert provenance["regret"]["calibrated_held_out"]["cases"] > 0
     assert provenance["plan_estimate_spreads"]
+    assert all(case.endswith(run.ALONE) for case in provenance["plan_estimate_spreads"])
+    # the fit sees the rotations' timings only; the plans' own blocks are kept apart
+    modes = {mode for _, mode, *_ in provenance["medians"]}
+    assert modes == {"oneshot", "plan", run.ALONE}
     assert stored["measure_margin"] >= shipped_set().get("measure_margin", 0.0)
 
     # the in-memory constants and cached choices follow the new file

@@ -18,8 +18,10 @@ The timing is shaped by the budget, everything included:
    one. A block is the bench's "mixed" schedule (:func:`convlab.runtime.timing.time_rotation`):
    after a pause, every one-shot contender of the problem is called in a fresh random
    order, each timed call right after an untimed call of itself, for about
-   :data:`BLOCK_SECONDS`; then each plan, in a random order, gets a block of its own of
-   back-to-back calls, as in the bench (:func:`time_block`).
+   :data:`BLOCK_SECONDS`, plans among them; then each plan, in a random order, is timed
+   again in a block of its own of back-to-back calls, as the bench times plans
+   (:func:`time_block`). The rotation's timings are what the constants are fitted to;
+   the plans' own blocks set the measure margin (:func:`_measure_margin`).
    Rounds go on while the next block fits before the deadline (at most
    :data:`MAX_ROUNDS`); each timing is the median over rounds of its blocks' medians;
 3. the fit and the file, for which :func:`reserve_seconds` is kept back.
@@ -107,24 +109,29 @@ def first_call_seconds(contender: Contender) -> float:
     return time.perf_counter() - start
 
 
+# The mode of a plan timed in a block of its own (see time_block).
+ALONE = "plan_alone"
+
+
 def time_block(contenders: list[Contender], seed: int) -> list[float]:
     """One block of a problem's contenders (see the module docstring): the median seconds
-    of each one's timed calls. Plans are timed apart, each in back-to-back calls: between
-    other contenders' calls a plan's prepared weights leave the caches, and large ones
-    take several calls to come back (ResNet-50 res5a_branch2b's winograd4 plan, 37.7 MB
-    of transformed weights, timed 2.3 ms in the rotation, 0.84 ms in the bench, on the
-    Xeon capped at avx2), while the bench and a plan's first call judge warm weights."""
+    of each one's timed calls. Contenders of mode ALONE are timed apart, each in
+    back-to-back calls: between other contenders' calls a plan's prepared weights leave
+    the caches, and large ones take several calls to come back (ResNet-50
+    res5a_branch2b's winograd4 plan, 37.7 MB of transformed weights, timed 2.3 ms in the
+    rotation, 0.90 ms alone and 0.84 ms in the bench, on the Xeon capped at avx2), and the
+    bench and a plan's first call judge warm weights."""
     from convlab.runtime import timing
 
     medians = [0.0] * len(contenders)
-    rotated = [index for index, c in enumerate(contenders) if c.mode == "oneshot"]
+    rotated = [index for index, c in enumerate(contenders) if c.mode != ALONE]
     if rotated:
         times = timing.time_rotation([contenders[i].call for i in rotated], 1,
                                      pause=PAUSE_SECONDS, quiet=False,
                                      min_seconds=BLOCK_SECONDS, seed=seed)
         for index, runs in zip(rotated, times):
             medians[index] = statistics.median(runs)
-    alone = [index for index, c in enumerate(contenders) if c.mode != "oneshot"]
+    alone = [index for index, c in enumerate(contenders) if c.mode == ALONE]
     random.Random(seed).shuffle(alone)
     for index in alone:
         medians[index] = statistics.median(timing.time_block(
@@ -207,15 +214,14 @@ def _shipped_picks_better(shipped: dict, calibrated: dict) -> bool:
 
 def _measure_margin(shipped: dict, timings, estimates, margins) -> tuple[float, dict]:
     """The margin plans measure within under these constants: the widest spread, over
-    the timed plan cases, between the lowest estimate and the estimate of the fastest
-    plan (estimates out of sample: the held-out fit's, or the shipped set's), and never
+    the plans timed in blocks of their own (``timings``, ``estimates`` of the constants
+    stored), between the lowest estimate and the estimate of the fastest plan, never
     below the level's shipped margin, which was fitted on the suites' layers. Returns it
     and the spreads ({case: ratio})."""
     from convlab.dispatch.calibration import fit  # as in calibrate
 
     spreads = {case: round(ratio, 4) for case, ratio
-               in fit.estimate_spreads(timings, estimates, margins).items()
-               if case.endswith(":plan")}
+               in fit.estimate_spreads(timings, estimates, margins).items()}
     shipped_margin = float(shipped.get("measure_margin", cost_model.DEFAULT_MEASURE_MARGIN))
     widest = max(spreads.values(), default=1.0) - 1
     return round(max(shipped_margin, min(widest, store.MAX_MEASURE_MARGIN)), 4), spreads
@@ -261,8 +267,9 @@ def _contenders(problem: design.DesignProblem, threads: int, priced) -> list[Con
             plan = Convolution(weights, algorithm=name, threads=threads, **kwargs)
             prepared = {t: (0.0 if t in cost_model.PREPARATION_TERMS else v)
                         for t, v in terms.items()}
-            out.append(Contender(problem.name, name, "plan", functools.partial(plan, src),
-                                 prepared, contender, cost_model.seconds(estimate, True)))
+            for mode in ("plan", ALONE):
+                out.append(Contender(problem.name, name, mode, functools.partial(plan, src),
+                                     prepared, contender, cost_model.seconds(estimate, True)))
     return out
 
 
@@ -283,14 +290,15 @@ class DesignTimings:
                   if len(c.samples) > 1 and min(c.samples) > 0]
         return round(statistics.median(ratios), 3) if ratios else None
 
-    def timings(self):
+    def timings(self, alone: bool = False):
         """The measurements as :class:`convlab.dispatch.calibration.fit.Timing` rows (each case its
-        own group: every problem weighs the same)."""
+        own group: every problem weighs the same): those of the rotations, which the
+        constants are fitted to, or with ``alone`` the plans' own blocks."""
         from convlab.dispatch.calibration import fit
 
         return [fit.Timing(c.algorithm, self.threads, c.terms, statistics.median(c.samples),
                            group=c.case, case=c.case, contender=c.contender)
-                for c in self.contenders]
+                for c in self.contenders if (c.mode == ALONE) == alone]
 
 
 def time_design(deadline: float, threads: int, priced, bar: Progress | None = None,
@@ -313,14 +321,17 @@ def time_design(deadline: float, threads: int, priced, bar: Progress | None = No
         if not contenders:
             continue
         # the first calls cost more than later ones (allocations, preparing weights)
-        predicted = FIRST_CALL_FACTOR * sum(c.estimated for c in contenders)
-        plans = sum(c.mode != "oneshot" for c in contenders)
+        # (a plan timed alone is the rotation's plan called again: its own blocks are
+        # PLAN_BLOCK_SECONDS each)
+        rotated = [c for c in contenders if c.mode != ALONE]
+        plans = len(contenders) - len(rotated)
+        predicted = FIRST_CALL_FACTOR * sum(c.estimated for c in rotated)
         if time.perf_counter() + predicted + rounds_needed * (
                 sum(block_estimate) + _block_seconds(predicted, plans)) > deadline:
             skipped.append(problem.name)
             continue
         bar.update(f"warm-up: {problem.name}")
-        first = sum(first_call_seconds(c) for c in contenders)
+        first = sum(first_call_seconds(c) for c in rotated)
         estimate = _block_seconds(first, plans)
         if time.perf_counter() + rounds_needed * (sum(block_estimate) + estimate) > deadline:
             skipped.append(problem.name)
@@ -397,9 +408,9 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     fitted = fitted_on(timings)
     shipped_margins = dict(shipped.get("selection_margins", {}))
     margins, _ = fit.fit_margins(timings, fitted.constants, list(shipped_margins))
-    held_out = fit.held_out_estimates(timings, lambda subset: fitted_on(subset).constants)
     regret = {"calibrated": fit.regret_summary(timings, fitted.constants, margins),
-              "calibrated_held_out": fit.summary_of(fit.regrets(*held_out).values()),
+              "calibrated_held_out": fit.summary_of(fit.held_out_regrets(
+                  timings, lambda subset: fitted_on(subset).constants).values()),
               "shipped": fit.regret_summary(timings, shipped["constants"], shipped_margins)}
     constants = fitted.constants
     keeps_shipped = _shipped_picks_better(regret["shipped"], regret["calibrated_held_out"])
@@ -411,10 +422,11 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
         constants = {name: {str(n_threads): per_unit}
                      for name, per_unit in shipped_here.items()}
         margins = shipped_margins
-        judged = (timings, fit.estimated(timings, shipped["constants"]))
-    else:
-        judged = held_out
-    measure_margin, spreads = _measure_margin(shipped, *judged, margins)
+    # the plans' own blocks were not fitted to: the constants' errors on them are out of
+    # sample
+    warm_plans = measured.timings(alone=True)
+    measure_margin, spreads = _measure_margin(
+        shipped, warm_plans, fit.estimated(warm_plans, constants), margins)
     wall = time.perf_counter() - started
     stored = {
         "format": store.FORMAT,
