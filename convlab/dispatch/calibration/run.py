@@ -16,10 +16,10 @@ The timing is shaped by the budget, everything included:
 2. rounds: each round times one block per problem, the problems in turn (forwards, then
    backwards), so that a slow spell of the machine falls on many problems rather than on
    one. A block is the bench's "mixed" schedule (:func:`convlab.runtime.timing.time_rotation`):
-   after a pause, every one-shot contender of the problem is called in a fresh random
-   order, each timed call right after an untimed call of itself, for about
-   :data:`BLOCK_SECONDS`, plans among them; then each plan, in a random order, is timed
-   again in a block of its own of back-to-back calls, as the bench times plans
+   after a pause, every contender of the problem (one-shot calls and plans) is called in
+   a fresh random order, each timed call right after an untimed call of itself, for
+   about :data:`BLOCK_SECONDS`; then each plan, in a random order, is timed again in a
+   block of its own of back-to-back calls, as the bench times plans
    (:func:`time_block`). The rotation's timings are what the constants are fitted to;
    the plans' own blocks set the measure margin (:func:`_measure_margin`).
    Rounds go on while the next block fits before the deadline (at most
