@@ -174,19 +174,26 @@ def estimated(timings: Sequence[Timing], constants) -> list[float]:
     return out
 
 
-def regrets(timings: Sequence[Timing], estimates: Sequence[float],
-            margins: Mapping[str, float] | None = None) -> dict[str, float]:
-    """{case: time of the model's pick / fastest measured}, over each case's contenders,
-    the pick ranking ``estimates`` (one per timing) times 1 + each algorithm's margin.
-    Cases with fewer than two contenders choose nothing and are left out."""
+def _contender_cases(timings: Sequence[Timing], estimates: Sequence[float],
+                     margins: Mapping[str, float] | None) -> dict[str, list[tuple[float, Timing]]]:
+    """{case: [(estimate times 1 + the algorithm's margin, timing)]} over the auto
+    contenders: what selection ranks in each case."""
     margins = margins or {}
     cases: dict[str, list[tuple[float, Timing]]] = {}
     for t, seconds in zip(timings, estimates):
         if t.contender:
             cases.setdefault(t.case, []).append(
                 (seconds * (1 + margins.get(t.algorithm, 0.0)), t))
+    return cases
+
+
+def regrets(timings: Sequence[Timing], estimates: Sequence[float],
+            margins: Mapping[str, float] | None = None) -> dict[str, float]:
+    """{case: time of the model's pick / fastest measured}, over each case's contenders,
+    the pick ranking ``estimates`` (one per timing) times 1 + each algorithm's margin.
+    Cases with fewer than two contenders choose nothing and are left out."""
     out = {}
-    for case, members in cases.items():
+    for case, members in _contender_cases(timings, estimates, margins).items():
         if len(members) < 2:
             continue
         fastest = min(t.seconds for _, t in members)
@@ -367,14 +374,8 @@ def estimate_spreads(timings: Sequence[Timing], estimates: Sequence[float],
     estimate, each times 1 + its algorithm's margin}: how far above the lowest estimate a
     plan's first call must look to time the fastest (1 where the lowest estimate is the
     fastest). Cases with fewer than two contenders are left out."""
-    margins = margins or {}
-    cases: dict[str, list[tuple[float, Timing]]] = {}
-    for t, seconds in zip(timings, estimates):
-        if t.contender:
-            cases.setdefault(t.case, []).append(
-                (seconds * (1 + margins.get(t.algorithm, 0.0)), t))
     out = {}
-    for case, members in cases.items():
+    for case, members in _contender_cases(timings, estimates, margins).items():
         lowest = min(seconds for seconds, _ in members)
         if len(members) < 2 or lowest <= 0:
             continue
