@@ -641,6 +641,13 @@ def test_calibrate_writes_a_file_that_selection_then_uses(cache, monkeypatch):
     # the fit sees the rotations' timings only; the plans' own blocks are kept apart
     modes = {mode for _, mode, *_ in provenance["medians"]}
     assert modes == {"oneshot", "plan", run.ALONE}
+    # each median is its own contender's: a plan times the same in both blocks here
+    medians = {(problem, mode, name): seconds
+               for problem, mode, name, seconds, _ in provenance["medians"]}
+    assert len(medians) == len(provenance["medians"])
+    for (problem, mode, name), seconds in medians.items():
+        if mode == run.ALONE:
+            assert seconds == medians[(problem, "plan", name)], (problem, name)
     assert stored["measure_margin"] >= shipped_set().get("measure_margin", 0.0)
 
     # the in-memory constants and cached choices follow the new file

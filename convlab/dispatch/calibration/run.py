@@ -445,8 +445,9 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
             "skipped_problems": measured.skipped, "timings": len(timings),
             "load_average": [load_before, load_after], "cores": available_cores(),
             "spread": measured.spread(),
-            "medians": [[c.problem, c.mode, c.algorithm, float(f"{t.seconds:.4g}"),
-                         len(c.samples)] for c, t in zip(measured.contenders, timings)],
+            "medians": [[c.problem, c.mode, c.algorithm,
+                         float(f"{statistics.median(c.samples):.4g}"), len(c.samples)]
+                        for c in measured.contenders],
             "residuals": {name: {t: r.to_dict() for t, r in by_threads.items()}
                           for name, by_threads in fitted.residuals.items()},
             "unpinned_terms": {name: by_threads[str(n_threads)]
