@@ -332,11 +332,17 @@ def _panel_by_definition(src, kernel, strides, dilations, pads_begin, output_sha
     {"strides": (2, 2), "pads_begin": 3, "pads_end": 2},           # ResNet-50 conv1's shape
     {"strides": (2, 3), "dilations": (2, 1), "pads_begin": (2, -1), "pads_end": (1, 3)},
     {"strides": (1, 1), "pads_begin": (0, 5), "pads_end": (4, 6)},  # rows wholly in the pads
+    # dilated on the last axis: one short copy per tap (the dilated suite's 227x227 stems)
+    {"strides": (2, 2), "dilations": (2, 2), "pads_begin": 1, "pads_end": 1},
+    {"strides": (2, 3), "dilations": (2, 3), "pads_begin": (0, 4), "pads_end": (0, -1)},
+    {"strides": (1, 1), "dilations": (1, 4), "pads_begin": (1, 9), "pads_end": (1, 9)},
+    {"strides": (1, 2), "dilations": (1, 5), "pads_begin": (0, -2), "pads_end": (0, 3)},
 ])
 def test_unfold_of_dense_2d_rows_matches_the_panel_definition(rng, dtype, attributes):
-    """2-D, one group, dilation 1 on the last axis: the kernel copies each kernel row's taps
-    as one run (a separate code path from the tap-by-tap one); every run must land where
-    the definition puts it, for float32 and float64, with pads and crops."""
+    """2-D, one group: the kernel copies each kernel row's in-range taps, as one run where
+    the last axis is dense and one copy per tap where it is dilated (a separate code path
+    from the tap-by-tap one); every run must land where the definition puts it, for float32
+    and float64, with pads, crops and taps that skip past either edge."""
     src = rng.standard_normal((2, 9, 11, 3)).astype(dtype)
     weights = np.zeros((4, 3, 3, 5), dtype)
     problem = problem_of(src, weights, None, attributes)

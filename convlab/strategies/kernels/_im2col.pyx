@@ -43,7 +43,7 @@ cdef extern from "im2col_unfold.h" nogil:
     void im2col_rows2d(const void *src, void *out, Py_ssize_t ld, Py_ssize_t m0,
                        Py_ssize_t m1, Py_ssize_t IH, Py_ssize_t IW, Py_ssize_t OH,
                        Py_ssize_t OW, Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t SH,
-                       Py_ssize_t SW, Py_ssize_t DH, Py_ssize_t PH, Py_ssize_t PW,
+                       Py_ssize_t SW, Py_ssize_t DH, Py_ssize_t DW, Py_ssize_t PH, Py_ssize_t PW,
                        Py_ssize_t IC, Py_ssize_t coff, Py_ssize_t C)
 
 
@@ -298,13 +298,13 @@ cdef void unfold(const real* src, const Geom* g, Py_ssize_t m0, Py_ssize_t m1, P
     cdef real *out
     if m1 <= m0:
         return
-    if whole_rows and r == 2 and g.dil_last == 1 and C == g.IC:
+    if whole_rows and r == 2 and C == g.IC:
         # units of 4 bytes: sizeof(real) // 4 per element
         u = sizeof(real) // 4
         im2col_rows2d(src, buf, ld * u, m0, m1, g.in_shape[0], g.in_shape[1], g.out_shape[0],
                       g.out_shape[1], g.Kt // g.k_last, g.k_last, g.strides[0], g.strides[1],
                       g.kext[0] // (g.Kt // g.k_last - 1) if g.Kt > g.k_last else 1,
-                      g.pads[0], g.pads[1], g.IC * u, c_off * u, C * u)
+                      g.dil_last, g.pads[0], g.pads[1], g.IC * u, c_off * u, C * u)
         return
     n = m0 // g.P
     rem = m0 - n * g.P

@@ -1,8 +1,9 @@
 /* The 2-D whole-row unfold of _im2col.pyx, in C for its vector moves. */
 #ifndef CONVLAB_IM2COL_UNFOLD_H
 #define CONVLAB_IM2COL_UNFOLD_H
-/* Whole panel rows of a 2-D convolution whose last-axis taps are one run of src
- * (dilation 1 there, every channel): per kernel row, zeros | one copy | zeros.
+/* Whole panel rows of a 2-D convolution over every channel: per kernel row, zeros |
+ * the in-range taps | zeros, the taps one run of src where the last axis is dense
+ * (dilation 1) and one short copy each otherwise (a dilated 5x5 on 3 channels: 3 floats).
  * Data moves as 4-byte units (a float is one, a double two): only bits are copied.
  * Runs are short (conv1 of ResNet-50: 7 taps x 3 channels = 21 floats), so a libc
  * call per run cost as much as the copy, and the tap-table walk of unfold_row more:
@@ -23,21 +24,29 @@
 
 #define IM2COL_ROWS2D_BODY(COPY, ZERO)                                             \
     ptrdiff_t n = m0 / (OH * OW), rem = m0 - n * OH * OW;                          \
-    ptrdiff_t oh = rem / OW, ow = rem - oh * OW, m, kh, run = KW * C;              \
+    ptrdiff_t oh = rem / OW, ow = rem - oh * OW, m, kh, kw, run = KW * C;          \
     for (m = m0; m < m1; m++) {                                                    \
-        ptrdiff_t ih0 = oh * SH - PH, iw0 = ow * SW - PW;                          \
-        ptrdiff_t lo = iw0 < 0 ? -iw0 : 0, hi = IW - iw0 < KW ? IW - iw0 : KW;     \
+        ptrdiff_t ih0 = oh * SH - PH, iw0 = ow * SW - PW, span = IW - iw0;         \
+        ptrdiff_t lo = iw0 < 0 ? (-iw0 + DW - 1) / DW : 0;                         \
+        ptrdiff_t hi = span <= 0 ? 0 : (span + DW - 1) / DW;                       \
         ptrdiff_t first;                                                           \
+        if (hi > KW) hi = KW;                                                      \
         if (lo > KW) lo = KW;                                                      \
         if (hi < lo) hi = lo;                                                      \
-        first = (n * IH * IW + iw0 + lo) * IC + coff;                              \
+        first = (n * IH * IW + iw0 + lo * DW) * IC + coff;                         \
         for (kh = 0; kh < KH; kh++) {                                              \
             ptrdiff_t ih = ih0 + kh * DH;                                          \
             if (ih < 0 || ih >= IH || lo == hi) {                                  \
                 ZERO(out, run);                                                    \
             } else {                                                               \
+                const uint32_t *row = src + (first + ih * IW * IC);                \
                 if (lo > 0) ZERO(out, lo * C);                                     \
-                COPY(out + lo * C, src + (first + ih * IW * IC), (hi - lo) * C);   \
+                if (DW == 1) {                                                     \
+                    COPY(out + lo * C, row, (hi - lo) * C);                        \
+                } else {                                                           \
+                    for (kw = lo; kw < hi; kw++)                                   \
+                        COPY(out + kw * C, row + (kw - lo) * DW * IC, C);          \
+                }                                                                  \
                 if (hi < KW) ZERO(out + hi * C, (KW - hi) * C);                    \
             }                                                                      \
             out += run;                                                            \
@@ -58,7 +67,7 @@ static inline void im2col_zero_plain(uint32_t *out, ptrdiff_t k) {
 static void im2col_rows2d_plain(
         const uint32_t *src, uint32_t *out, ptrdiff_t ld, ptrdiff_t m0, ptrdiff_t m1,
         ptrdiff_t IH, ptrdiff_t IW, ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t KH,
-        ptrdiff_t KW, ptrdiff_t SH, ptrdiff_t SW, ptrdiff_t DH, ptrdiff_t PH,
+        ptrdiff_t KW, ptrdiff_t SH, ptrdiff_t SW, ptrdiff_t DH, ptrdiff_t DW, ptrdiff_t PH,
         ptrdiff_t PW, ptrdiff_t IC, ptrdiff_t coff, ptrdiff_t C) {
     IM2COL_ROWS2D_BODY(im2col_copy_plain, im2col_zero_plain)
 }
@@ -82,7 +91,7 @@ __attribute__((target("avx512f"))) static inline void im2col_zero_512(
 __attribute__((target("avx512f"))) static void im2col_rows2d_512(
         const uint32_t *src, uint32_t *out, ptrdiff_t ld, ptrdiff_t m0, ptrdiff_t m1,
         ptrdiff_t IH, ptrdiff_t IW, ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t KH,
-        ptrdiff_t KW, ptrdiff_t SH, ptrdiff_t SW, ptrdiff_t DH, ptrdiff_t PH,
+        ptrdiff_t KW, ptrdiff_t SH, ptrdiff_t SW, ptrdiff_t DH, ptrdiff_t DW, ptrdiff_t PH,
         ptrdiff_t PW, ptrdiff_t IC, ptrdiff_t coff, ptrdiff_t C) {
     IM2COL_ROWS2D_BODY(im2col_copy_512, im2col_zero_512)
 }
@@ -101,16 +110,16 @@ static inline int im2col_unfold_level(void) {
 static void im2col_rows2d(
         const void *src, void *out, ptrdiff_t ld, ptrdiff_t m0, ptrdiff_t m1,
         ptrdiff_t IH, ptrdiff_t IW, ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t KH,
-        ptrdiff_t KW, ptrdiff_t SH, ptrdiff_t SW, ptrdiff_t DH, ptrdiff_t PH,
+        ptrdiff_t KW, ptrdiff_t SH, ptrdiff_t SW, ptrdiff_t DH, ptrdiff_t DW, ptrdiff_t PH,
         ptrdiff_t PW, ptrdiff_t IC, ptrdiff_t coff, ptrdiff_t C) {
 #ifdef IM2COL_X86
     if (im2col_unfold_level() == CL_ISA_AVX512) {
         im2col_rows2d_512((const uint32_t *)src, (uint32_t *)out, ld, m0, m1, IH, IW,
-                          OH, OW, KH, KW, SH, SW, DH, PH, PW, IC, coff, C);
+                          OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, IC, coff, C);
         return;
     }
 #endif
     im2col_rows2d_plain((const uint32_t *)src, (uint32_t *)out, ld, m0, m1, IH, IW, OH,
-                        OW, KH, KW, SH, SW, DH, PH, PW, IC, coff, C);
+                        OW, KH, KW, SH, SW, DH, DW, PH, PW, IC, coff, C);
 }
 #endif /* CONVLAB_IM2COL_UNFOLD_H */
