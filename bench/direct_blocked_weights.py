@@ -8,14 +8,13 @@ alternating blocks, the median per layer and the geo-mean speed-up.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_args import layer_script_parser, select_layers  # noqa: E402
 from convlab.cli._bench_results import geo_mean  # noqa: E402
 from convlab.cli._bench_tables import core_round_trip_text, cpu_model  # noqa: E402
 from convlab.problem import params, shapes  # noqa: E402
@@ -43,12 +42,7 @@ def layer_calls(layer, threads):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", default="resnet_50")
-    parser.add_argument("--layers", default="")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=6)
-    args = parser.parse_args(argv)
+    args = layer_script_parser(__doc__.split("\n")[0]).parse_args(argv)
     print(f"machine: {cpu_model()}; {core_round_trip_text()}; suite {args.suite}, batch 1, "
           f"{args.threads} threads, float32, {args.rounds} rounds of 0.15 s blocks")
     speedups = []

@@ -19,14 +19,13 @@ default.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_args import layer_script_parser, select_layers  # noqa: E402
 from convlab.cli._bench_results import geo_mean  # noqa: E402
 from convlab.cli._bench_tables import cpu_model  # noqa: E402
 from convlab.problem import params, shapes  # noqa: E402
@@ -93,14 +92,10 @@ def time_settings(call, settings, rounds, block_seconds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", default="resnet_50")
-    parser.add_argument("--layers", default="", help="comma-separated names (default: all)")
+    parser = layer_script_parser(__doc__.split("\n")[0])
     parser.add_argument("--settings", nargs="+", default=["pass=32768", "pass=262144"],
                         help="KEY=VALUE[,KEY=VALUE...] each")
     parser.add_argument("--mb", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--block-seconds", type=float, default=0.15)
     args = parser.parse_args(argv)
     default = current_knobs()

@@ -8,7 +8,6 @@ and the NCX / NXC ratios.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -18,7 +17,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import convlab  # noqa: E402
-from convlab.cli._bench_args import select_layers  # noqa: E402
+from convlab.cli._bench_args import layer_script_parser, select_layers  # noqa: E402
 from convlab.cli._bench_tables import core_round_trip_text, cpu_model  # noqa: E402
 from convlab.problem import shapes  # noqa: E402
 from convlab.runtime.timing import time_block  # noqa: E402
@@ -41,12 +40,7 @@ def layer_calls(layer, threads: int) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", default="resnet_50")
-    parser.add_argument("--layers", default="")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=6)
-    args = parser.parse_args(argv)
+    args = layer_script_parser(__doc__.split("\n")[0]).parse_args(argv)
     print(f"machine: {cpu_model()}; isa {convlab.cpu.effective_isa()}; "
           f"{core_round_trip_text()}; suite {args.suite}, batch 1, {args.threads} threads, "
           f"float32, {args.rounds} rounds of 0.15 s blocks, medians in ms")

@@ -89,6 +89,17 @@ def select_layers(layers, spec):
     return chosen
 
 
+def layer_script_parser(description: str) -> argparse.ArgumentParser:
+    """The options the side-by-side scripts in ``bench/`` share: a suite, some of its
+    layers, the thread count and the rounds of interleaved blocks."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--suite", default="resnet_50")
+    parser.add_argument("--layers", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=6)
+    return parser
+
+
 def configure(args):
     """``(threads, layers, algorithms)`` the parsed arguments ask for; a bad name exits with
     a message."""

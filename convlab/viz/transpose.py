@@ -23,7 +23,7 @@ import convlab
 from convlab.ops import transpose as _transpose
 from convlab.ops.transpose import TransposeProblem
 from convlab.viz import render
-from convlab.viz.windows import Windows, windows
+from convlab.viz.windows import ProblemShapes, Windows, windows
 
 
 def _one_hot_scatter(input_shape, kernel_shape, attributes, algorithm) -> np.ndarray:
@@ -51,7 +51,7 @@ def _one_hot_scatter(input_shape, kernel_shape, attributes, algorithm) -> np.nda
 
 
 @dataclass(frozen=True)
-class Scatter:
+class Scatter(ProblemShapes):
     """Where every tap of every src element lands, for one single-channel problem.
 
     Attributes
@@ -69,22 +69,6 @@ class Scatter:
     problem: TransposeProblem
     targets: np.ndarray
     algorithm: str = "col2im"
-
-    @property
-    def rank(self) -> int:
-        return self.problem.rank
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return self.problem.input_shape
-
-    @property
-    def kernel_shape(self) -> tuple[int, ...]:
-        return self.problem.kernel_shape
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return self.problem.output_shape
 
     @property
     def inside(self) -> np.ndarray:

@@ -12,6 +12,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,9 +20,34 @@ import convlab
 from convlab.problem.params import ConvProblem
 from convlab.viz import probe, render
 
+if TYPE_CHECKING:
+    from convlab.ops.transpose import TransposeProblem
+
+
+class ProblemShapes:
+    """The shapes of a probed single-channel problem, read off its ``problem``."""
+
+    problem: ConvProblem | TransposeProblem
+
+    @property
+    def rank(self) -> int:
+        return self.problem.rank
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.problem.input_shape
+
+    @property
+    def kernel_shape(self) -> tuple[int, ...]:
+        return self.problem.kernel_shape
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.problem.output_shape
+
 
 @dataclass(frozen=True)
-class Windows:
+class Windows(ProblemShapes):
     """Where every tap of every output lands, for one single-channel problem.
 
     Attributes
@@ -39,22 +65,6 @@ class Windows:
     problem: ConvProblem
     taps: np.ndarray
     algorithm: str = "direct"
-
-    @property
-    def rank(self) -> int:
-        return self.problem.rank
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return self.problem.input_shape
-
-    @property
-    def kernel_shape(self) -> tuple[int, ...]:
-        return self.problem.kernel_shape
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return self.problem.output_shape
 
     @property
     def inside(self) -> np.ndarray:
