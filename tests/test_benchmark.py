@@ -264,3 +264,32 @@ def test_network_pass_times_whole_passes_and_each_layer_in_them(capsys):
                                                     "res3b_branch2a")}
     assert set(rows) == {"plan", "direct", "res2a_branch2a", "res3b_branch2a"}
     assert all(float(value) > 0 for value in rows["res3b_branch2a"][1:])
+
+
+def test_regret_against_what_auto_may_choose_is_reported_beside_the_plain_one():
+    """Where an algorithm is faster but auto may not choose it on a layer (a Winograd tile
+    past precision="default"'s error bound), the plain regret counts it and a second pair
+    of lines judges auto and plans against the algorithms it may choose."""
+    Contender, regret, plan_regret = (bench_results.Contender, bench_results.regret,
+                                      bench_results.plan_regret)
+    def layer_contenders(admissible_fast):
+        return [Contender("winograd4", "convlab", times=[2.0]),
+                Contender("winograd6", "convlab", times=[1.0], admissible=admissible_fast),
+                Contender("auto", "convlab", times=[2.0]),
+                Contender("plan", "convlab", times=[1.5], runs="winograd4"),
+                Contender("plan:winograd4", "convlab", times=[1.5]),
+                Contender("plan:winograd6", "convlab", times=[0.75], admissible=admissible_fast)]
+
+    excluded = layer_contenders(False)
+    assert regret(excluded) == 2.0 and regret(excluded, admissible_only=True) == 1.0
+    assert plan_regret(excluded)[:2] == (2.0, "plan:winograd6")
+    assert plan_regret(excluded, admissible_only=True)[:2] == (1.0, "plan:winograd4")
+    layer = parse_descriptor('mb1ic8oc8_id8kd3pd1n"t:a"')
+    lines = tables.selection_summary([(layer, excluded)], ["a"])
+    text = "\n".join(lines)
+    assert "auto regret (auto time / fastest algorithm's time): geo-mean 2.000" in text
+    assert "precision='default' (not: plan:winograd6, winograd6 where excluded)" in text
+    assert "  auto regret (auto time / fastest algorithm's time): geo-mean 1.000" in text
+    assert "  plan regret" in text
+    allowed = "\n".join(tables.selection_summary([(layer, layer_contenders(True))], ["a"]))
+    assert "precision='default'" not in allowed

@@ -23,6 +23,9 @@ class Contender:
     first_call: float | None = None  # a plan's first call (its choice, its preparation)
     runs: str = ""  # the algorithm a plan runs
     warm_seconds: float | None = None  # its last untimed (warm-up) call
+    # An algorithm (one-shot or a forced plan) that auto may choose on this layer at
+    # precision "default"; the second regret figures judge auto against those only.
+    admissible: bool = True
 
     @property
     def median(self) -> float | None:
@@ -59,11 +62,13 @@ def geo_mean(values):
     return math.exp(statistics.fmean(map(math.log, values))) if values else None
 
 
-def regret(contenders) -> float | None:
-    """auto's time over the fastest registered algorithm's time on this layer (1 = ideal)."""
+def regret(contenders, admissible_only: bool = False) -> float | None:
+    """auto's time over the fastest registered algorithm's time on this layer (1 = ideal);
+    with ``admissible_only``, over the fastest of those auto may choose there."""
     by = {c.label: c for c in contenders}
     auto = by.get("auto")
-    times = [c.median for c in contenders if is_algorithm(c) and c.median is not None]
+    times = [c.median for c in contenders if is_algorithm(c) and c.median is not None
+             and (c.admissible or not admissible_only)]
     if auto is None or auto.median is None or not times:
         return None
     return auto.median / min(times)
@@ -74,17 +79,20 @@ def fastest(contenders) -> str | None:
     return min(runs, key=lambda c: c.median).label if runs else None
 
 
-def plan_regret(contenders) -> tuple[float, str, str] | None:
+def plan_regret(contenders, admissible_only: bool = False) -> tuple[float, str, str] | None:
     """The plan's time (calls after its first) over the fastest of the plans forced to one
     algorithm ("plan:<name>", weights prepared alike), or, without those, of the one-shot
     algorithms (which also prepare the weights on every call: a looser bar); and that
-    fastest contender's label, and the algorithm the plan runs."""
+    fastest contender's label, and the algorithm the plan runs. ``admissible_only``: of
+    those auto may choose on the layer."""
     by = {c.label: c for c in contenders}
     plan = by.get("plan")
     if plan is None or plan.median is None:
         return None
-    forced = [c for c in contenders if c.label.startswith(FORCED_PLAN) and c.median is not None]
-    pool = forced or [c for c in contenders if is_algorithm(c) and c.median is not None]
+    usable = [c for c in contenders if c.median is not None
+              and (c.admissible or not admissible_only)]
+    forced = [c for c in usable if c.label.startswith(FORCED_PLAN)]
+    pool = forced or [c for c in usable if is_algorithm(c)]
     if not pool:
         return None
     best = min(pool, key=lambda c: c.median)

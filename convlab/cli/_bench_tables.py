@@ -121,10 +121,10 @@ def extra_columns(contenders) -> str:
     return text
 
 
-def selection_summary(results, names) -> list[str]:
-    """How good auto's choice was over the suite, and plan against ONNX Runtime."""
+def _regret_lines(results, names, admissible_only: bool) -> list[str]:
+    """The suite's auto regret and plan regret lines."""
     lines = []
-    regrets = [(regret(cs), name) for name, (_, cs) in zip(names, results)]
+    regrets = [(regret(cs, admissible_only), name) for name, (_, cs) in zip(names, results)]
     regrets = [(r, name) for r, name in regrets if r is not None]
     if regrets:
         worst, where = max(regrets)
@@ -132,7 +132,7 @@ def selection_summary(results, names) -> list[str]:
         lines.append(f"auto regret (auto time / fastest algorithm's time): geo-mean "
                      f"{geo_mean([r for r, _ in regrets]):.3f}, worst {worst:.2f} ({where}); "
                      f"within 5% of the fastest on {right}/{len(regrets)} layers")
-    plans = [(plan_regret(cs), name) for name, (_, cs) in zip(names, results)]
+    plans = [(plan_regret(cs, admissible_only), name) for name, (_, cs) in zip(names, results)]
     plans = [(r, name) for r, name in plans if r is not None]
     if plans:
         worst, where = max(plans, key=lambda item: item[0][0])
@@ -144,6 +144,18 @@ def selection_summary(results, names) -> list[str]:
                      f"{worst[0]:.2f} ({where}, best {worst[1]}, plan runs {worst[2]}); "
                      f"within 10% on {sum(r[0] <= 1.10 for r, _ in plans)}/{len(plans)} "
                      f"layers")
+    return lines
+
+
+def selection_summary(results, names) -> list[str]:
+    """How good auto's choice was over the suite, and plan against ONNX Runtime."""
+    lines = _regret_lines(results, names, admissible_only=False)
+    excluded = sorted({c.label for _, cs in results for c in cs
+                       if not c.admissible and c.median is not None})
+    if excluded:
+        lines.append(f"against only the algorithms auto may choose on each layer at "
+                     f"precision='default' (not: {', '.join(excluded)} where excluded):")
+        lines += ["  " + line for line in _regret_lines(results, names, admissible_only=True)]
     firsts = [(first_call_ratio(cs), name, layer,
                next((c for c in cs if c.label == "plan"), None))
               for name, (layer, cs) in zip(names, results)]
@@ -282,7 +294,7 @@ def write_csv(path, args, threads, results) -> None:
         writer.writerow(["suite", "layer", "multiplicity", "mb", "rank", "descriptor",
                          "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
                          "torch_time_over_this", "check_error", "check_ok", "not_run_reason",
-                         "first_call_ms", "plan_runs"])
+                         "first_call_ms", "plan_runs", "auto_may_choose"])
         for layer, contenders in results:
             torch_run = next((c for c in contenders if c.label == "torch"), None)
             for c in contenders:
@@ -296,4 +308,6 @@ def write_csv(path, args, threads, results) -> None:
                     "" if t is None else f"{layer.flops() / t / 1e9:.3f}",
                     "" if ratio is None else f"{ratio:.4f}",
                     "" if c.error is None else f"{c.error:.3e}", c.ok, c.why_not,
-                    "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs])
+                    "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs,
+                    c.admissible if c.kind == "convlab" and c.label != "auto"
+                    and c.label != "plan" else ""])

@@ -226,11 +226,13 @@ def matmul_seconds(layers, threads, repeats) -> list[float]:
 def convlab_contender(name, layer, src, weights, threads) -> Contender:
     kwargs = layer.convolve_kwargs()
     algorithm = name[len(FORCED_PLAN):] if name.startswith(FORCED_PLAN) else name
+    admissible = True
     if algorithm not in PSEUDO_ALGORITHMS:
         problem = layer.problem(mb=src.shape[0])
         reason = convlab.dispatch.registry.get_algorithm(algorithm).supports(problem)
         if reason is not None:
             return Contender(name, "convlab", why_not=reason)
+        admissible = algorithm in auto_may_run(problem, threads)
     if is_plan(name):
         plan = convlab.Convolution(weights, threads=threads,
                                    algorithm="auto" if name == "plan" else algorithm, **kwargs)
@@ -239,12 +241,19 @@ def convlab_contender(name, layer, src, weights, threads) -> Contender:
         plan(src)
         first_call = time.perf_counter() - start
         return Contender(name, "convlab", lambda: plan(src), first_call=first_call,
-                         runs=plan.algorithm_for(src))
+                         runs=plan.algorithm_for(src), admissible=admissible)
 
     def call():
         return convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
 
-    return Contender(name, "convlab", call)
+    return Contender(name, "convlab", call, admissible=admissible)
+
+
+def auto_may_run(problem, threads) -> set[str]:
+    """The algorithms auto chooses among on this problem at precision "default" (a
+    Winograd tile whose measured error exceeds that bound is not among them)."""
+    rows = convlab.dispatch.select.assess(problem, threads)
+    return {row.name for row in convlab.dispatch.select.contenders(rows)}
 
 
 # --------------------------------------------------------------------------- running
