@@ -268,26 +268,6 @@ def test_no_contender_starts_after_the_time_limit(rng, clock, wide_margin):
         assert_matches_reference(result, src, weights, bias, ATTRIBUTES, names[0])
 
 
-def test_a_slow_layer_gets_a_limit_in_calls(rng, clock, wide_margin, monkeypatch):
-    """Where one call takes a large part of the fixed limit, the limit is counted in calls of
-    the lowest estimate, so every close contender is still started and timed."""
-    src, weights, bias = _tensors(rng)
-    call = 1e-9  # the fakes' estimates must stay below the real algorithms'
-    monkeypatch.setattr(measure, "TIME_LIMIT_SECONDS", call * 2.5)
-    assert measure.time_limit(call) == pytest.approx(measure.LIMIT_IN_CALLS * call)
-    assert measure.time_limit(call / 100) == measure.TIME_LIMIT_SECONDS
-    assert measure.time_limit(float("inf")) == measure.TIME_LIMIT_SECONDS
-    specs = [(call, call), (call * 1.1, call * 0.8), (call * 1.2, call * 0.9)]
-    with fake_algorithms(clock, specs) as (names, counts):
-        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
-        plan(src)
-        assert set(counts["runs"]) == set(names)  # with the fixed limit, only the first
-        assert plan.explain(src).measurement.not_timed == ()
-        assert plan.algorithm_for(src) == names[1]
-        assert plan.explain(src).measurement.total_seconds <= measure.time_limit(call) + \
-            measure.RUNS_PER_TURN * sum(duration for _, duration in specs)
-
-
 def test_a_single_close_contender_is_not_timed(rng, clock, monkeypatch):
     monkeypatch.setattr(cost_model, "measure_margin", lambda: 0.0)
     monkeypatch.setattr(measure, "CHEAP_SECONDS", 0.0)

@@ -63,8 +63,7 @@ def machine_lines() -> list[str]:
             f"cost constants: {describe()}",
             f"plans: first call times the contenders estimated within "
             f"{cost_model.measure_margin():.0%} of the lowest (at most "
-            f"{measure.MAX_CONTENDERS}, none started after {measure.TIME_LIMIT_SECONDS:g} s or "
-            f"{measure.LIMIT_IN_CALLS} lowest estimates)",
+            f"{measure.MAX_CONTENDERS}, none started after {measure.TIME_LIMIT_SECONDS:g} s)",
             f"fft transforms: {fft_transforms.BACKEND}; compiled (one input channel per "
             f"group, float32, stride 1): convlab's own"]
 

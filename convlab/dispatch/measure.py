@@ -12,9 +12,7 @@ fastest contender's estimate lay on the benchdnn suites. Contenders estimated at
 first call little, and a tiny layer's estimates are the least reliable.
 
 The first call's extra cost is bounded: at most :data:`MAX_CONTENDERS`, lowest estimate
-first, and no further contender once the time limit has gone by (:data:`TIME_LIMIT_SECONDS`,
-or :data:`LIMIT_IN_CALLS` times the lowest estimate where that is longer, so that a layer
-whose one call takes a large part of a second still gets its close contenders timed); each one is
+first, and no further contender once :data:`TIME_LIMIT_SECONDS` have gone by; each one is
 prepared (its weights packed or transformed, which the plan keeps for the winner) and run
 once untimed. Then the contenders take turns of back-to-back timed runs for
 :data:`TIMED_RUNS` rounds (fewer when that would pass the limit; the order reversed every
@@ -48,13 +46,8 @@ MAX_CONTENDERS = 5
 # 15.9 us on the Xeon (AVX-512, 2 threads) while the estimates said 28.3 and 10.3 us, 2.7x
 # apart, outside the 82% margin; plans kept direct, 1.2-1.3x slower.
 CHEAP_SECONDS = 1e-4
-# No contender is started after this many seconds of measuring (the first always runs)...
+# No contender is started after this many seconds of measuring (the first always runs).
 TIME_LIMIT_SECONDS = 1.0
-# ...or after this many times the lowest estimate, where that is longer. A 3-D U-Net layer
-# (batch 1) runs 0.1-0.7 s a call: within 1 s, a third contender was never started, and
-# plans kept direct or winograd4 where winograd6 ran 1.2x faster (Xeon capped at AVX2).
-# Twenty calls leave room for three contenders' untimed runs and three rounds of turns.
-LIMIT_IN_CALLS = 20
 # Rounds of turns, after one untimed run of each contender; the fastest run is kept.
 TIMED_RUNS = 3
 # A close call: the runner-up's fastest run within this fraction of the leader's; rounds
@@ -149,21 +142,13 @@ def _close_call(times: dict[str, list[float]]) -> bool:
     return len(fastest) >= 2 and fastest[1] <= fastest[0] * (1 + CLOSE_CALL)
 
 
-def time_limit(lowest_estimate: float) -> float:
-    """Seconds of measuring after which no contender or round is started."""
-    if not math.isfinite(lowest_estimate):
-        return TIME_LIMIT_SECONDS
-    return max(TIME_LIMIT_SECONDS, LIMIT_IN_CALLS * lowest_estimate)
-
-
-def _turn(name: str, run: Callable[[str], object], runs: list[float], started: float,
-          limit: float) -> None:
+def _turn(name: str, run: Callable[[str], object], runs: list[float], started: float) -> None:
     """Time ``name``'s runs back to back into ``runs`` until it stops warming up (see the
     module docstring) or the time limit has passed (a slow contender's turn then ends with
     its first run)."""
     fastest, stale = math.inf, 0
     for turn_index in range(MAX_RUNS_PER_TURN):
-        if turn_index and clock() - started > limit:
+        if turn_index and clock() - started > TIME_LIMIT_SECONDS:
             break
         begin = clock()
         run(name)
@@ -187,12 +172,11 @@ def measure(problem: ConvProblem, threads: int, precision: str,
     estimates = dict(ranked)
     if len(close) == 1:
         return Measurement(close[0][0], estimates, margin=margin)
-    limit = time_limit(ranked[0][1])
     started = clock()
     warm: dict[str, float] = {}  # contender -> its untimed run's seconds
     not_timed: list[str] = []
     for index, (name, _) in enumerate(close):
-        if index >= MAX_CONTENDERS or (warm and clock() - started >= limit):
+        if index >= MAX_CONTENDERS or (warm and clock() - started >= TIME_LIMIT_SECONDS):
             not_timed.append(name)
             continue
         prepare(name)
@@ -205,10 +189,10 @@ def measure(problem: ConvProblem, threads: int, precision: str,
     for round_index in range(MAX_TIMED_RUNS):
         if round_index >= TIMED_RUNS and not _close_call(times):
             break
-        if round_index and clock() - started + RUNS_PER_TURN * round_seconds > limit:
+        if round_index and clock() - started + RUNS_PER_TURN * round_seconds > TIME_LIMIT_SECONDS:
             break  # another round would pass the limit (the first always runs)
         for name in order if round_index % 2 == 0 else order[::-1]:
-            _turn(name, run, times[name], started, limit)
+            _turn(name, run, times[name], started)
     seconds = {name: min(runs) for name, runs in times.items()}
     choice = min(seconds, key=seconds.get)
     return Measurement(choice, estimates, seconds, margin, tuple(not_timed),

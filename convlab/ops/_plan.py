@@ -41,8 +41,7 @@ class Convolution:
         estimates lie within a fitted margin of the lowest or at most
         ``measure.CHEAP_SECONDS`` (at most
         ``measure.MAX_CONTENDERS``, lowest first, none started after
-        ``measure.TIME_LIMIT_SECONDS`` or ``measure.LIMIT_IN_CALLS`` times the lowest
-        estimate, whichever is longer) are each prepared and run once untimed, then
+        ``measure.TIME_LIMIT_SECONDS``) are each prepared and run once untimed, then
         timed in turns of back-to-back runs (``measure.RUNS_PER_TURN``, more while a
         contender warms up) for ``measure.TIMED_RUNS`` rounds (up to
         ``measure.MAX_TIMED_RUNS`` on a close call), and the fastest run
