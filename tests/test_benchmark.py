@@ -293,3 +293,21 @@ def test_regret_against_what_auto_may_choose_is_reported_beside_the_plain_one():
     assert "  plan regret" in text
     allowed = "\n".join(tables.selection_summary([(layer, layer_contenders(True))], ["a"]))
     assert "precision='default'" not in allowed
+
+
+def test_a_short_plan_shares_its_blocks_with_the_forced_plan_of_its_algorithm():
+    Contender = bench_results.Contender
+    short = benchmark.PAIRED_PLAN_SECONDS / 10
+
+    def plans(plan_seconds):
+        return [Contender("plan", "convlab", runs="direct", warm_seconds=plan_seconds),
+                Contender("plan:direct", "convlab", runs="direct", warm_seconds=short),
+                Contender("plan:im2col", "convlab", runs="im2col", warm_seconds=short),
+                Contender("torch", "torch", warm_seconds=short)]
+
+    paired = plans(short)
+    assert benchmark.plan_units(paired) == [[paired[0], paired[1]], [paired[2]], [paired[3]]]
+    slow = plans(benchmark.PAIRED_PLAN_SECONDS * 2)  # large weights: blocks of their own
+    assert benchmark.plan_units(slow) == [[c] for c in slow]
+    alone = plans(short)[:1] + plans(short)[2:]  # no forced plan of its algorithm
+    assert benchmark.plan_units(alone) == [[c] for c in alone]
