@@ -20,6 +20,7 @@ report ``_bench_tables``' and the figures it shows ``_bench_results``'.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -249,11 +250,13 @@ def convlab_contender(name, layer, src, weights, threads) -> Contender:
     return Contender(name, "convlab", call, admissible=admissible)
 
 
-def auto_may_run(problem, threads) -> set[str]:
+@functools.lru_cache(maxsize=16)
+def auto_may_run(problem, threads) -> frozenset[str]:
     """The algorithms auto chooses among on this problem at precision "default" (a
-    Winograd tile whose measured error exceeds that bound is not among them)."""
+    Winograd tile whose measured error exceeds that bound is not among them); assessed
+    once per layer, not once per contender."""
     rows = convlab.dispatch.select.assess(problem, threads)
-    return {row.name for row in convlab.dispatch.select.contenders(rows)}
+    return frozenset(row.name for row in convlab.dispatch.select.contenders(rows))
 
 
 # --------------------------------------------------------------------------- running
@@ -357,30 +360,26 @@ def shared_block(contenders):
     bound = SHARED_BLOCK_FACTOR * min(warm)
     kept = []
     for contender in contenders:
-        if contender.warm_seconds is not None and contender.warm_seconds > bound:
-            start = time.perf_counter()
-            contender.call()
-            contender.warm_seconds = min(contender.warm_seconds, time.perf_counter() - start)
-        if contender.warm_seconds is None or contender.warm_seconds <= bound:
+        seconds = _rechecked_warm_seconds(contender, bound)
+        if seconds is None or seconds <= bound:
             kept.append(contender)
     return kept
+
+
+def _rechecked_warm_seconds(contender, bound: float) -> float | None:
+    """The contender's warm-up call, or where that took over ``bound``, the faster of it
+    and one more call: a single call can fall in a slow spell (or still page in its
+    output)."""
+    if contender.warm_seconds is not None and contender.warm_seconds > bound:
+        start = time.perf_counter()
+        contender.call()
+        contender.warm_seconds = min(contender.warm_seconds, time.perf_counter() - start)
+    return contender.warm_seconds
 
 
 # A plan and the forced plan of its algorithm share blocks where both calls take at most
 # this long (their weights then stay in cache across the rotation).
 PAIRED_PLAN_SECONDS = 1e-3
-
-
-def _short_call_seconds(contender) -> float:
-    """The contender's warm-up call, or where that looks long, the faster of it and one
-    more call (a single call can fall in a slow spell or still page in its output)."""
-    if contender.warm_seconds is None or contender.call is None:
-        return math.inf
-    if contender.warm_seconds > PAIRED_PLAN_SECONDS:
-        start = time.perf_counter()
-        contender.call()
-        contender.warm_seconds = min(contender.warm_seconds, time.perf_counter() - start)
-    return contender.warm_seconds
 
 
 def plan_units(contenders) -> list[list]:
@@ -391,8 +390,9 @@ def plan_units(contenders) -> list[list]:
     plan = next((c for c in contenders if c.label == "plan" and c.runs), None)
     twin = next((c for c in contenders if plan is not None
                  and c.label == FORCED_PLAN + plan.runs), None)
-    if twin is not None and max(_short_call_seconds(plan),
-                                _short_call_seconds(twin)) > PAIRED_PLAN_SECONDS:
+    if twin is not None and any(
+            (_rechecked_warm_seconds(c, PAIRED_PLAN_SECONDS) or math.inf) > PAIRED_PLAN_SECONDS
+            for c in (plan, twin)):
         twin = None
     units = []
     for contender in contenders:
