@@ -695,8 +695,14 @@ def cost_terms(m: int, problem, threads) -> tuple:
     # A fused run (fused_weights) computes U's slices again for every block of tiles, from
     # the filter packed once per call, rather than U once into memory.
     w_passes = blocks if fused_weights(m, problem, b) else 1
-    # 1-D and 3-D runs take other code paths than 2-D (no register-tiled 2-D transform):
-    # their extra cost per unit is fitted on its own, zero where no run says otherwise.
+    # 1-D and 3-D runs take other transform code than 2-D (no register-tiled 2-D
+    # transform), and 1-D its own GEMM shapes: their extra cost per unit is fitted on its
+    # own, zero where no run says otherwise. A 3-D run's GEMMs are the 2-D ones, more of
+    # them: with a 3-D GEMM surcharge of its own, a calibration on the Xeon capped at avx2
+    # priced F(4) 1.25-1.35x above its time on 3-D U-Net conv_3 to conv_6 (F(2) within
+    # 0.9-1.2x) and picked F(2), 1.24x slower, on conv_6; without it, within 1.1x and no
+    # pick above 1.05x, the design's in-sample regret unchanged
+    # (bench/results/winograd_3d_gemm_term_2026-11-27_xeon-emr.txt).
     other_rank = {1: "_1d", 3: "_3d"}.get(problem.rank)
     terms = {**cost_model.FIXED_TERMS, "gemm_flops": g_flops / threads,
              "transform_flops": t_flops / threads,
@@ -706,8 +712,8 @@ def cost_terms(m: int, problem, threads) -> tuple:
              # GEMMs of few rows (tiles per block) run below the microkernel's full rate
              "short_gemm_flops": g_flops / threads * SHORT_GEMM_ROWS
              / (min(b.block, total_tiles(m, problem)) + SHORT_GEMM_ROWS)}
+    terms["gemm_flops_1d"] = terms["gemm_flops"] if problem.rank == 1 else 0.0
     for suffix in ("_1d", "_3d"):
-        terms["gemm_flops" + suffix] = terms["gemm_flops"] if suffix == other_rank else 0.0
         terms["transform_flops" + suffix] = (terms["transform_flops"] if suffix == other_rank
                                              else 0.0)
     # The 3-D weight transform scatters each filter over alpha^3 planes of U: on 3d_unet

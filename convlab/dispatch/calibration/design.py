@@ -112,9 +112,9 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "suite's 512-channel layers): fitted on the other 1-D problems alone "
                   "it came out 0, and F(6) was estimated 2.5x below its time there"),
     DesignProblem("conv3d", "mb1ic32oc32_id16ih16iw16_kd3kh3kw3_pd1ph1pw1",
-                  "Winograd gemm_flops_3d, transform_flops_3d"),
+                  "Winograd transform_flops_3d against the GEMM in 3-D"),
     DesignProblem("conv3d_64", "mb1ic64oc64_id8ih16iw16_kd3kh3kw3_pd1ph1pw1",
-                  "Winograd gemm_flops_3d and u_stream_bytes against its 3-D transforms "
+                  "Winograd u_stream_bytes against its 3-D transforms "
                   "with 64 channels (the 3-D U-Net's middle layers, where F(2) runs 1.8x "
                   "faster than direct)", EXTRA),
     DesignProblem("conv3d_wide", "mb1ic128oc128_id6ih6iw6_kd3kh3kw3_pd1ph1pw1",
