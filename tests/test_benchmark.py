@@ -183,6 +183,9 @@ def test_header_names_the_cpu_and_the_constants(monkeypatch):
     info = convlab.runtime.cpu.cpu_info()
     assert info["isa_detected"] in lines[0] and info["isa_effective"] in lines[0]
     assert lines[1] == f"cost constants: {cost_model.source()}"
+    from convlab.strategies import im2col
+
+    assert lines[-1].startswith("im2col GEMM: ") and im2col.gemm_library["name"] in lines[-1]
     # a richer description of the constants is used when the cost model offers one
     monkeypatch.setattr(cost_model, "describe_constants", lambda: "calibrated here",
                         raising=False)

@@ -566,10 +566,13 @@ def test_installed_openblas_is_the_default_and_loaded_privately(monkeypatch):
 
 
 def test_unknown_blas_choice_is_rejected(monkeypatch):
+    im2col._kernel()
+    before = dict(im2col.gemm_library)
     monkeypatch.setenv(blas.ENVIRONMENT, "mkl")
     with pytest.raises(ValueError, match=blas.ENVIRONMENT):
         blas.requested()
     with pytest.raises(ValueError, match="expected one of"):
         im2col.use_blas("mkl")
+    assert im2col.gemm_library == before  # the library in use is still named
     with pytest.raises(ValueError, match="both addresses"):
         _im2col.use_gemm(1, 0)

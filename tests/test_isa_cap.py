@@ -20,7 +20,7 @@ import pytest
 
 import convlab
 from convlab.ops import postops
-from convlab.runtime import cpu
+from convlab.runtime import blas, cpu
 from tests.helpers import (
     ALGORITHMS,
     assert_matches_reference,
@@ -376,3 +376,51 @@ def test_the_constants_in_force_follow_the_cap():
         with convlab.runtime.cpu.max_isa(level):
             assert cost_model.in_force(2).isa == level
             assert cost_model.generation()[1] == level
+
+
+# --------------------------------------------------------------------------- the BLAS
+
+def _blas_core_in_fresh_process(cap, core_variable=None):
+    """(the OpenBLAS core im2col's GEMMs run on, OPENBLAS_CORETYPE after loading) in a new
+    interpreter with CONVLAB_MAX_CPU_ISA=cap and OPENBLAS_CORETYPE=core_variable."""
+    code = ("from convlab.strategies import im2col\nimport os\nim2col._kernel()\n"
+            "print(json.dumps([im2col.gemm_library['core'], "
+            "os.environ.get('OPENBLAS_CORETYPE')]))")
+    saved = os.environ.pop("OPENBLAS_CORETYPE", None)
+    try:
+        if core_variable is not None:
+            os.environ["OPENBLAS_CORETYPE"] = core_variable
+        result = _import_in_fresh_process(cap, code)
+    finally:
+        os.environ.pop("OPENBLAS_CORETYPE", None)
+        if saved is not None:
+            os.environ["OPENBLAS_CORETYPE"] = saved
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+needs_capped_openblas = pytest.mark.skipif(
+    blas.load_openblas() is None or platform.machine().lower() not in ("x86_64", "amd64")
+    or blas.requested() != "scipy-openblas32",
+    reason="im2col multiplies with scipy-openblas32 on x86-64 only")
+
+
+@needs_capped_openblas
+@pytest.mark.parametrize("level", ["baseline", "avx2"])
+def test_the_cap_reaches_the_blas_im2col_multiplies_with(level):
+    if _index(level) >= DETECTED:
+        pytest.skip(f"this CPU's widest level is {cpu.detected_isa()}: no cap below it")
+    # the core OpenBLAS runs when told the level's core itself, without a cap
+    expected, _ = _blas_core_in_fresh_process(None, blas.CORE_FOR_LEVEL[level])
+    uncapped, _ = _blas_core_in_fresh_process(None)
+    core, variable = _blas_core_in_fresh_process(level)
+    assert core == expected != uncapped
+    assert variable is None  # set for the load only
+
+
+@needs_capped_openblas
+def test_the_blas_keeps_the_cpus_core_without_a_cap_below_it_and_the_users_choice():
+    uncapped, _ = _blas_core_in_fresh_process(None)
+    assert _blas_core_in_fresh_process(cpu.detected_isa())[0] == uncapped
+    chosen, _ = _blas_core_in_fresh_process(None, "Sandybridge")
+    assert _blas_core_in_fresh_process("baseline", "Sandybridge") == [chosen, "Sandybridge"]

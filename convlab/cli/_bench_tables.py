@@ -65,7 +65,18 @@ def machine_lines() -> list[str]:
             f"{cost_model.measure_margin():.0%} of the lowest (at most "
             f"{measure.MAX_CONTENDERS}, none started after {measure.TIME_LIMIT_SECONDS:g} s)",
             f"fft transforms: {fft_transforms.BACKEND}; compiled (one input channel per "
-            f"group, float32, stride 1): convlab's own"]
+            f"group, float32, stride 1): convlab's own",
+            f"im2col GEMM: {_gemm_library_text()}"]
+
+
+def _gemm_library_text() -> str:
+    from convlab.strategies import im2col
+
+    im2col._kernel()  # loads the BLAS, under the cap in force
+    library = im2col.gemm_library
+    core = f", OpenBLAS core {library['core']}" if library.get("core") else ""
+    version = " ".join(library["version"].split()[:2])
+    return f"{library['name']} ({version}{core})"
 
 
 def _size_text(size: int) -> str:

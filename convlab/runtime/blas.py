@@ -11,6 +11,13 @@ against, with 32-bit integers like ``cython_blas``) is installed, the kernel cal
 The library is loaded with ``RTLD_LOCAL``, not by importing ``scipy_openblas32`` (which
 loads it into the global namespace, where its symbols would displace SciPy's own BLAS for
 every caller in the process). Set ``CONVLAB_BLAS=scipy`` to keep SciPy's BLAS.
+
+The instruction-set cap (:mod:`convlab.runtime.cpu`) reaches this library too: OpenBLAS
+picks its kernels once, when it is loaded, from ``OPENBLAS_CORETYPE`` or else the CPU, so
+it is loaded with the core of the level in force then (``Haswell`` for avx2, ``Prescott``
+for baseline) where that level is below the CPU's. A cap set after the first im2col call
+does not change it (``gemm_library["core"]`` says which core runs), and SciPy's own BLAS,
+loaded by SciPy, is never capped. An ``OPENBLAS_CORETYPE`` set by the user is left as is.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import ctypes
 import functools
 import importlib.util
 import os
+import platform
 from pathlib import Path
 
 PACKAGE = "scipy_openblas32"
@@ -47,23 +55,53 @@ def requested() -> str:
     return value
 
 
+# OpenBLAS's name for the kernels of each capped level (x86-64: its DYNAMIC_ARCH cores).
+CORE_FOR_LEVEL = {"avx2": "Haswell", "baseline": "Prescott"}
+CORE_ENVIRONMENT = "OPENBLAS_CORETYPE"
+
+
+def _capped_core() -> str | None:
+    """The OpenBLAS core for the instruction-set level in force, where that is below the
+    CPU's and the user has not chosen a core; else None (OpenBLAS picks by the CPU)."""
+    from convlab.runtime import cpu
+
+    if os.environ.get(CORE_ENVIRONMENT) or platform.machine().lower() not in ("x86_64",
+                                                                               "amd64"):
+        return None
+    effective = cpu.effective_isa()
+    if effective == cpu.detected_isa():
+        return None
+    return CORE_FOR_LEVEL.get(effective)
+
+
 @functools.lru_cache(maxsize=1)
 def load_openblas() -> dict[str, object] | None:
-    """``{"name", "version", "path", "sgemm", "dgemm"}`` of scipy-openblas32 (function
-    addresses as ints), loaded once and kept loaded; None when it is not installed."""
+    """``{"name", "version", "core", "path", "sgemm", "dgemm"}`` of scipy-openblas32
+    (function addresses as ints), loaded once and kept loaded; None when it is not
+    installed."""
     path = _library_file()
     if path is None:
         return None
-    handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    core = _capped_core()
+    if core is None:
+        handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    else:  # OpenBLAS reads the variable as it loads; nothing else should see it
+        os.environ[CORE_ENVIRONMENT] = core
+        try:
+            handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        finally:
+            del os.environ[CORE_ENVIRONMENT]
     config = getattr(handle, SYMBOL_PREFIX + "openblas_get_config")
     config.restype = ctypes.c_char_p
+    corename = getattr(handle, SYMBOL_PREFIX + "openblas_get_corename")
+    corename.restype = ctypes.c_char_p
     # convlab is the library's only caller, and the kernel calls it from its own OpenMP
     # threads, one single-threaded GEMM each: at 1 thread between calls, a call finds it
     # there and sets nothing (each set-and-restore cost ~10 us through threadpoolctl on
     # every call).
     getattr(handle, SYMBOL_PREFIX + "openblas_set_num_threads")(1)
     return {"name": "scipy-openblas32", "version": config().decode(),
-            "path": str(path.resolve()), "handle": handle,
+            "core": corename().decode(), "path": str(path.resolve()), "handle": handle,
             "sgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "sgemm_"),
                                  ctypes.c_void_p).value,
             "dgemm": ctypes.cast(getattr(handle, SYMBOL_PREFIX + "dgemm_"),
@@ -84,8 +122,8 @@ def thread_count_reader():
 
 def install(kernel, choice: str | None = None) -> dict[str, str]:
     """Point ``kernel`` (convlab.strategies.kernels._im2col) at the chosen library's GEMMs; returns
-    ``{"name", "version", "path"}`` of what it now calls ("path" is None for SciPy's,
-    which threadpoolctl finds by itself)."""
+    ``{"name", "version", "core", "path"}`` of what it now calls ("core" and "path" are
+    None for SciPy's: threadpoolctl finds it by itself)."""
     choice = requested() if choice is None else choice
     if choice not in CHOICES:
         raise ValueError(f"BLAS {choice!r} is not known; expected one of {list(CHOICES)}")
@@ -95,6 +133,6 @@ def install(kernel, choice: str | None = None) -> dict[str, str]:
         import scipy
 
         return {"name": "scipy", "version": f"scipy {scipy.__version__} cython_blas",
-                "path": None}
+                "core": None, "path": None}
     kernel.use_gemm(openblas["sgemm"], openblas["dgemm"])
-    return {key: openblas[key] for key in ("name", "version", "path")}
+    return {key: openblas[key] for key in ("name", "version", "core", "path")}

@@ -258,8 +258,9 @@ def use_blas(choice: str) -> dict[str, Any]:
     runs and tests; returns what the kernel now calls. Not while a convolution runs."""
     global _blas_libraries
     with _switch_lock:
+        installed = blas.install(_kernel(), choice)  # a bad choice leaves it as it was
         gemm_library.clear()
-        gemm_library.update(blas.install(_kernel(), choice))
+        gemm_library.update(installed)
         _blas_libraries = None
     return dict(gemm_library)
 
