@@ -201,15 +201,24 @@ class Calibration:
                 f"{p['wall_s']:.1f} s (budget {p['budget_s']:g} s): {self.path}")
 
 
+# The shipped set is kept only when its geo-mean regret on the calibration's timings is
+# lower than the held-out fit's by more than this. A tie keeps the fit, which describes
+# this machine; the worst case does not break it: holding each problem out of the fit
+# inflates the fit's worst case. On the Xeon capped at avx2 a calibration held out at
+# 1.034 geo-mean (2.00 worst) against the shipped set's 1.033 (1.50); kept, the shipped set
+# picked im2col on VGG-19 conv1_1, 1.67x slower than direct, where the fit's picks on the
+# seven suites' measured times regret 1.015 / 1.14 on VGG-19 (shipped 1.068 / 1.70) and
+# 1.007 / 1.13 on 1d (1.024 / 1.28), the others within 0.004
+# (bench/results/calibration_tie_2026-11-27_xeon-emr-avx2.txt).
+KEEP_SHIPPED_BY = 0.001
+
+
 def _shipped_picks_better(shipped: dict, calibrated: dict) -> bool:
-    """Whether the shipped set's picks regret less on the calibration's timings: a lower
-    geo-mean, or the same geo-mean (to 0.1%) and a lower worst case."""
+    """Whether the shipped set's picks regret less on the calibration's timings: a
+    geo-mean lower by more than KEEP_SHIPPED_BY."""
     if not shipped.get("cases") or not calibrated.get("cases"):
         return False
-    if shipped["geo_mean"] < calibrated["geo_mean"] - 0.001:
-        return True
-    return (abs(shipped["geo_mean"] - calibrated["geo_mean"]) <= 0.001
-            and shipped["worst"] < calibrated["worst"])
+    return shipped["geo_mean"] < calibrated["geo_mean"] - KEEP_SHIPPED_BY
 
 
 def _measure_margin(shipped: dict, timings, estimates, margins) -> tuple[float, dict]:
