@@ -5,6 +5,7 @@ effective ISA level gets, and timings are faked wherever their values matter.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -176,7 +177,20 @@ def test_without_a_calibration_the_shipped_set_of_the_effective_level_is_in_forc
     described = cost_model.describe_constants(THREADS)
     assert described.startswith(f"shipped {chosen.level} set")
     assert chosen.data["source"]["cpu_model"] in described
+    for name, about in chosen.data["source"].get("refitted", {}).items():
+        assert f"{name} refitted on {about['cpu_model']}" in described
     assert described == cost_model.source(THREADS)
+
+
+def test_a_shipped_sets_later_refits_are_described(cache, monkeypatch):
+    chosen = cost_model.in_force(THREADS)
+    source = {**chosen.data["source"], "refitted": {
+        "im2col": {"cpu_model": "Some CPU (model 1)", "date": "2026-01-02"}}}
+    data = {**chosen.data, "source": source}
+    monkeypatch.setattr(cost_model, "in_force", lambda threads=None: dataclasses.replace(
+        chosen, data=data))
+    assert cost_model.describe_constants(THREADS).endswith(
+        "; im2col refitted on Some CPU (model 1) on 2026-01-02")
 
 
 # --------------------------------------------------------------------------- the cache

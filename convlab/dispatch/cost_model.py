@@ -199,9 +199,12 @@ def describe_constants(threads: int | None = None) -> str:
     if len(command) > SHOWN_COMMAND_CHARS:
         command = command[:SHOWN_COMMAND_CHARS - 4] + " ..."
     serves = "" if chosen.level == chosen.isa else f" (none shipped for {chosen.isa})"
+    refitted = "".join(f"; {name} refitted on {about.get('cpu_model', '?')} on "
+                       f"{about.get('date', '?')}"
+                       for name, about in sorted(source.get("refitted", {}).items()))
     return (f"shipped {chosen.level} set{serves}, fitted on "
             f"{source.get('cpu_model') or source.get('machine', '?')} on "
-            f"{source.get('date', '?')} by {command}")
+            f"{source.get('date', '?')} by {command}{refitted}")
 
 
 def source(threads: int | None = None) -> str:
