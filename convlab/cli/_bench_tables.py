@@ -72,8 +72,7 @@ def machine_lines() -> list[str]:
 def _gemm_library_text() -> str:
     from convlab.strategies import im2col
 
-    im2col._kernel()  # loads the BLAS, under the cap in force
-    library = im2col.gemm_library
+    library = im2col.blas_library()
     core = f", OpenBLAS core {library['core']}" if library.get("core") else ""
     version = " ".join(library["version"].split()[:2])
     return f"{library['name']} ({version}{core})"

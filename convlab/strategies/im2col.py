@@ -253,6 +253,13 @@ def _kernel():
     return _kernel_module
 
 
+def blas_library() -> dict[str, Any]:
+    """What the kernel multiplies with (``gemm_library``), loading it, under the
+    instruction-set cap in force, if no call has yet."""
+    _kernel()
+    return dict(gemm_library)
+
+
 def use_blas(choice: str) -> dict[str, Any]:
     """Multiply with ``choice`` ("scipy-openblas32" or "scipy") from now on, for A/B
     runs and tests; returns what the kernel now calls. Not while a convolution runs."""
