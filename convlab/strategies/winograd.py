@@ -697,12 +697,9 @@ def cost_terms(m: int, problem, threads) -> tuple:
     w_passes = blocks if fused_weights(m, problem, b) else 1
     # 1-D and 3-D runs take other transform code than 2-D (no register-tiled 2-D
     # transform), and 1-D its own GEMM shapes: their extra cost per unit is fitted on its
-    # own, zero where no run says otherwise. A 3-D run's GEMMs are the 2-D ones, more of
-    # them: with a 3-D GEMM surcharge of its own, a calibration on the Xeon capped at avx2
-    # priced F(4) 1.25-1.35x above its time on 3-D U-Net conv_3 to conv_6 (F(2) within
-    # 0.9-1.2x) and picked F(2), 1.24x slower, on conv_6; without it, within 1.1x and no
-    # pick above 1.05x, the design's in-sample regret unchanged
-    # (bench/results/winograd_3d_gemm_term_2026-11-27_xeon-emr.txt).
+    # own, zero where no run says otherwise. A 3-D run's GEMMs are the 2-D kernel's and
+    # are priced at its rate: a 3-D GEMM term of their own, fitted on narrow problems,
+    # overpriced F(4) on wide ones (bench/results/winograd_3d_gemm_term_2026-11-27_xeon-emr.txt).
     other_rank = {1: "_1d", 3: "_3d"}.get(problem.rank)
     terms = {**cost_model.FIXED_TERMS, "gemm_flops": g_flops / threads,
              "transform_flops": t_flops / threads,

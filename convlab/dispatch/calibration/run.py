@@ -203,13 +203,9 @@ class Calibration:
 
 # The shipped set is kept only when its geo-mean regret on the calibration's timings is
 # lower than the held-out fit's by more than this. A tie keeps the fit, which describes
-# this machine; the worst case does not break it: holding each problem out of the fit
-# inflates the fit's worst case. On the Xeon capped at avx2 a calibration held out at
-# 1.034 geo-mean (2.00 worst) against the shipped set's 1.033 (1.50); kept, the shipped set
-# picked im2col on VGG-19 conv1_1, 1.67x slower than direct, where the fit's picks on the
-# seven suites' measured times regret 1.015 / 1.14 on VGG-19 (shipped 1.068 / 1.70) and
-# 1.007 / 1.13 on 1d (1.024 / 1.28), the others within 0.004
-# (bench/results/calibration_tie_2026-11-27_xeon-emr-avx2.txt).
+# this machine: the worst case does not break it, since holding problems out inflates the
+# fit's (a tie broken so kept a shipped set that ran VGG-19 conv1_1 1.67x slower than the
+# fit would have; bench/results/calibration_tie_2026-11-27_xeon-emr-avx2.txt).
 KEEP_SHIPPED_BY = 0.001
 
 
