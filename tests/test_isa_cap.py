@@ -45,12 +45,15 @@ def _expected_now(built, cap):
                 if _index(level) <= min(_index(cap), DETECTED)), key=_index)
 
 
-def _import_in_fresh_process(value, code="print(json.dumps(cpu_info()))"):
-    """Import convlab with CONVLAB_MAX_CPU_ISA=value (None: unset) in a new interpreter."""
+def _import_in_fresh_process(value, code="print(json.dumps(cpu_info()))", environment=()):
+    """Import convlab with CONVLAB_MAX_CPU_ISA=value (None: unset) in a new interpreter;
+    ``environment`` sets (or with None unsets) further variables there."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("CONVLAB_MAX_CPU_ISA", "CONVLAB_DIRECT_ISA")}
-    if value is not None:
-        env["CONVLAB_MAX_CPU_ISA"] = value
+    for name, setting in {"CONVLAB_MAX_CPU_ISA": value, **dict(environment)}.items():
+        env.pop(name, None)
+        if setting is not None:
+            env[name] = setting
     program = ("import json, warnings\nwarnings.simplefilter('always')\nimport convlab\n"
                "from convlab.runtime.cpu import cpu_info, kernel_isa_levels\n" + code)
     return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
@@ -386,15 +389,7 @@ def _blas_core_in_fresh_process(cap, core_variable=None):
     code = ("from convlab.strategies import im2col\nimport os\nim2col._kernel()\n"
             "print(json.dumps([im2col.gemm_library['core'], "
             "os.environ.get('OPENBLAS_CORETYPE')]))")
-    saved = os.environ.pop("OPENBLAS_CORETYPE", None)
-    try:
-        if core_variable is not None:
-            os.environ["OPENBLAS_CORETYPE"] = core_variable
-        result = _import_in_fresh_process(cap, code)
-    finally:
-        os.environ.pop("OPENBLAS_CORETYPE", None)
-        if saved is not None:
-            os.environ["OPENBLAS_CORETYPE"] = saved
+    result = _import_in_fresh_process(cap, code, {"OPENBLAS_CORETYPE": core_variable})
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
 

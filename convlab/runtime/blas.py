@@ -25,7 +25,6 @@ import ctypes
 import functools
 import importlib.util
 import os
-import platform
 from pathlib import Path
 
 PACKAGE = "scipy_openblas32"
@@ -62,11 +61,11 @@ CORE_ENVIRONMENT = "OPENBLAS_CORETYPE"
 
 def _capped_core() -> str | None:
     """The OpenBLAS core for the instruction-set level in force, where that is below the
-    CPU's and the user has not chosen a core; else None (OpenBLAS picks by the CPU)."""
+    CPU's and the user has not chosen a core; else None (OpenBLAS picks by the CPU). Only
+    x86-64 has levels above baseline, so elsewhere there is no cap below the CPU's."""
     from convlab.runtime import cpu
 
-    if os.environ.get(CORE_ENVIRONMENT) or platform.machine().lower() not in ("x86_64",
-                                                                               "amd64"):
+    if os.environ.get(CORE_ENVIRONMENT):
         return None
     effective = cpu.effective_isa()
     if effective == cpu.detected_isa():
