@@ -94,13 +94,18 @@ def test_a_plan_chooses_without_the_per_call_weight_preparation():
 
 def test_direct_reuses_weights_that_fill_whole_vectors():
     """OC/G a multiple of 16 float32: the canonical weights are the kernel's layout, so a
-    one-shot call neither copies them nor is charged for packing."""
+    one-shot call neither copies them nor is charged for packing, and a plan keeps them
+    where they lie when they start on a cache line."""
+    from convlab.runtime import _buffers as buffers
     direct = registry.get_algorithm("direct")
     for oc, reused in ((64, True), (60, False)):
         problem = convlab.make_problem((1, 5, 5, 8), np.float32, (3, 3, 8, oc), np.float32)
         weights = np.ones((1, 3, 3, 8, oc), np.float32)
-        prepared = direct.prepare_weights(problem, weights)
-        assert np.shares_memory(prepared.array, weights) == reused
+        once = direct.prepare_once(problem, weights)
+        assert np.shares_memory(once.array, weights) == reused
+        aligned = buffers.aligned_copy(weights)
+        prepared = direct.prepare_weights(problem, aligned)
+        assert np.shares_memory(prepared.array, aligned) == reused
         pack = direct.cost(problem, 2).inputs["terms"]["weight_pack_bytes"]
         assert (pack == 0) == reused
 

@@ -82,8 +82,9 @@ class Convolution:
                                   output_scale=output_scale, dst_zero_point=dst_zero_point)
         self._post_ops = post_ops
         postops.check_syntax(post_ops)
-        # Private copies: the caller may change their arrays after building the plan.
-        self._weights = np.array(weights, copy=True)
+        # Private copies: the caller may change their arrays after building the plan. The
+        # weights start on a cache line, as do the prepared weights that are views of them.
+        self._weights = buffers.aligned_copy(weights)
         self._bias = None if bias is None else np.array(bias, copy=True)
         self._weights.flags.writeable = False
         if self._bias is not None:

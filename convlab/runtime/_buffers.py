@@ -27,6 +27,25 @@ def aligned_empty(shape, dtype) -> np.ndarray:
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
+def aligned_copy(array) -> np.ndarray:
+    """A C-contiguous copy of ``array`` starting on a cache line (a plain copy for object
+    arrays, whose bytes must stay NumPy's)."""
+    array = np.asarray(array)
+    if array.dtype.hasobject:
+        return np.array(array, copy=True)
+    out = aligned_empty(array.shape, array.dtype)
+    np.copyto(out, array)
+    return out
+
+
+def aligned_contiguous(array: np.ndarray) -> np.ndarray:
+    """``array`` itself when it is C-contiguous and starts on a cache line, else
+    :func:`aligned_copy` of it."""
+    if array.flags.c_contiguous and array.ctypes.data % CACHE_LINE == 0:
+        return array
+    return aligned_copy(array)
+
+
 def empty(shape, dtype) -> np.ndarray:
     """``np.empty(shape, dtype)``, on a cache line when it takes ALIGN_FROM_BYTES or more."""
     dtype = np.dtype(dtype)
