@@ -1,5 +1,12 @@
 """The bench harness (convlab.cli.benchmark): what it times and reports, not how fast."""
 import csv
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -321,3 +328,42 @@ def test_a_short_plan_shares_its_blocks_with_the_forced_plan_of_its_algorithm():
     assert benchmark.plan_units(first_slow)[0] == first_slow[:2]
     alone = plans(short)[:1] + plans(short)[2:]  # no forced plan of its algorithm
     assert benchmark.plan_units(alone) == [[c] for c in alone]
+
+
+def _os_lists(flag: str) -> bool:
+    try:
+        with open("/proc/cpuinfo") as listing:
+            return any(line.startswith("flags") and flag in line.split() for line in listing)
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not (_os_lists("cpuid_fault") and shutil.which("cc")),
+                    reason="needs Linux CPUID faulting and a C compiler")
+def test_as_avx2_cpu_hides_avx512_from_the_process_and_results_stay_exact(tmp_path):
+    """bench/as_avx2_cpu.sh: convlab (and any library) sees no AVX-512; the bench header
+    says so where the OS lists it; every algorithm still matches the reference."""
+    root = pathlib.Path(convlab.__file__).parents[1]
+    program = textwrap.dedent("""
+        import json, numpy as np, convlab
+        from convlab.runtime.cpu import cpu_info
+        from convlab.cli._bench_tables import machine_lines
+        rng = np.random.default_rng(0)
+        src = rng.standard_normal((1, 9, 9, 16)).astype(np.float32)
+        weights = rng.standard_normal((3, 3, 16, 32)).astype(np.float32)
+        want = convlab.reference.convolve(src, weights, pads_begin=1, pads_end=1)
+        errors = {name: float(np.abs(convlab.convolve(src, weights, algorithm=name,
+                                                      pads_begin=1, pads_end=1) - want).max())
+                  for name in convlab.algorithms() if name != "reference"}
+        print(json.dumps(dict(info=cpu_info(), line=machine_lines()[0], errors=errors)))
+    """)
+    environment = {k: v for k, v in os.environ.items() if k != "CONVLAB_MAX_CPU_ISA"}
+    environment["TMPDIR"] = str(tmp_path)
+    result = subprocess.run(["bash", str(root / "bench" / "as_avx2_cpu.sh"), sys.executable,
+                             "-c", program], capture_output=True, text=True, cwd=str(root),
+                            env=environment, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["info"]["isa_detected"] in ("avx2", "baseline")
+    assert ("CPUID hides it" in report["line"]) == _os_lists("avx512f")
+    assert report["errors"] and max(report["errors"].values()) < 1e-3, report["errors"]

@@ -59,7 +59,8 @@ def machine_lines() -> list[str]:
     caches = ", ".join(f"{level} {_size_text(size)}" for level, size in info["caches"].items())
     describe = getattr(cost_model, "describe_constants", cost_model.source)
     return [f"cpu: {info['model']}, {info['machine']}; caches {caches or 'not reported'}; "
-            f"ISA level detected {info['isa_detected']}, effective {info['isa_effective']}",
+            f"ISA level detected {info['isa_detected']}, effective {info['isa_effective']}"
+            + _hidden_isa_text(info),
             f"cost constants: {describe()}",
             f"plans: first call times the contenders estimated within "
             f"{cost_model.measure_margin():.0%} of the lowest (at most "
@@ -67,6 +68,22 @@ def machine_lines() -> list[str]:
             f"fft transforms: {fft_transforms.BACKEND}; compiled (one input channel per "
             f"group, float32, stride 1): convlab's own",
             f"im2col GEMM: {_gemm_library_text()}"]
+
+
+def _hidden_isa_text(info) -> str:
+    """A note when the OS lists AVX-512 but CPUID in this process does not show it (as
+    under bench/as_avx2_cpu.sh, where every library dispatches as on an AVX2 CPU)."""
+    if info["isa_detected"] == "avx512" or info["machine"] not in ("x86_64", "AMD64"):
+        return ""
+    try:
+        with open("/proc/cpuinfo") as listing:
+            flags = next((line.split(":", 1)[1].split() for line in listing
+                          if line.startswith("flags")), [])
+    except OSError:
+        return ""
+    if "avx512f" not in flags:
+        return ""
+    return " (the OS lists AVX-512; CPUID hides it from this process and its libraries)"
 
 
 def _gemm_library_text() -> str:
