@@ -305,28 +305,34 @@ def test_regret_against_what_auto_may_choose_is_reported_beside_the_plain_one():
     assert "precision='default'" not in allowed
 
 
-def test_a_short_plan_shares_its_blocks_with_the_forced_plan_of_its_algorithm():
+def test_short_plans_share_their_blocks():
+    """All plans short: one rotation. One forced plan long: the auto plan pairs with the
+    forced plan of its algorithm only. The auto plan long: blocks of their own."""
     Contender = bench_results.Contender
     short = benchmark.PAIRED_PLAN_SECONDS / 10
 
-    def plans(plan_seconds, again_seconds=None):
-        def call():  # a call after the warm-up one takes again_seconds
-            time.sleep(again_seconds or plan_seconds)
-        return [Contender("plan", "convlab", call, runs="direct", warm_seconds=plan_seconds),
+    def plans(plan_seconds, again_seconds=None, im2col_seconds=short):
+        def call(seconds):  # a call after the warm-up one takes that long
+            return lambda: time.sleep(seconds)
+        return [Contender("plan", "convlab", call(again_seconds or plan_seconds),
+                          runs="direct", warm_seconds=plan_seconds),
                 Contender("plan:direct", "convlab", lambda: None, runs="direct",
                           warm_seconds=short),
-                Contender("plan:im2col", "convlab", lambda: None, runs="im2col",
-                          warm_seconds=short),
-                Contender("torch", "torch", lambda: None, warm_seconds=short)]
+                Contender("torch", "torch", lambda: None, warm_seconds=short),
+                Contender("plan:im2col", "convlab", call(im2col_seconds), runs="im2col",
+                          warm_seconds=im2col_seconds)]
 
-    paired = plans(short)
+    together = plans(short)
+    assert benchmark.plan_units(together) == [[together[0], together[1], together[3]],
+                                              [together[2]]]
+    paired = plans(short, im2col_seconds=benchmark.PAIRED_PLAN_SECONDS * 2)
     assert benchmark.plan_units(paired) == [[paired[0], paired[1]], [paired[2]], [paired[3]]]
     slow = plans(benchmark.PAIRED_PLAN_SECONDS * 2)  # large weights: blocks of their own
     assert benchmark.plan_units(slow) == [[c] for c in slow]
     # a slow warm-up call alone (paging in the output) is called again before judging
     first_slow = plans(benchmark.PAIRED_PLAN_SECONDS * 5, again_seconds=short)
-    assert benchmark.plan_units(first_slow)[0] == first_slow[:2]
-    alone = plans(short)[:1] + plans(short)[2:]  # no forced plan of its algorithm
+    assert benchmark.plan_units(first_slow)[0] == [first_slow[0], first_slow[1], first_slow[3]]
+    alone = plans(short)[:1] + plans(short, im2col_seconds=1)[2:]  # no forced twin
     assert benchmark.plan_units(alone) == [[c] for c in alone]
 
 

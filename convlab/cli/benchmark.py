@@ -320,7 +320,7 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
         # after an untimed call of itself (ResNet-50 res5a_branch2b, Intel Xeon family 6
         # model 207, 2 threads: the winograd2 plan 0.65 ms in a block of its own, 1.33 ms
         # in a rotation with the winograd4 and winograd6 plans; 0.66 ms in one with direct).
-        # On short calls the auto plan shares its blocks with its forced twin (plan_units).
+        # On short calls plans share their blocks too (plan_units).
         shared = shared_block([c for c in runnable if c.kind == "convlab"
                                and not is_plan(c.label)])
         units = ([shared] if shared else []) + plan_units(
@@ -377,22 +377,32 @@ def _rechecked_warm_seconds(contender, bound: float) -> float | None:
     return contender.warm_seconds
 
 
-# A plan and the forced plan of its algorithm share blocks where both calls take at most
-# this long (their weights then stay in cache across the rotation).
+# Plans share blocks where every plan's call takes at most this long (their weights then
+# stay in cache across the rotation).
 PAIRED_PLAN_SECONDS = 1e-3
 
 
 def plan_units(contenders) -> list[list]:
-    """One block each, except that on a short call the auto plan shares its blocks with the
-    forced plan of the algorithm it runs, so that a slow spell of the machine falls on both.
-    In blocks of their own, two plans of one algorithm on layers of 5-20 us read up to 1.3x
-    apart (Intel Xeon family 6 model 207, 2 threads: slow spells lasting whole blocks)."""
-    plan = next((c for c in contenders if c.label == "plan" and c.runs), None)
-    twin = next((c for c in contenders if plan is not None
+    """One block each, except on short calls: where every plan ("plan" and the forced
+    "plan:<name>") takes at most PAIRED_PLAN_SECONDS, all of them share their blocks, call
+    by call, so that a slow spell of the machine falls on each of them alike; where only
+    the auto plan and the forced plan of the algorithm it runs are that short, those two
+    share. In blocks of their own, two plans of one algorithm on layers of 5-20 us read up
+    to 1.3x apart (Intel Xeon family 6 model 207, 2 threads: slow spells lasting whole
+    blocks), and plan regret compares the plan with every forced plan."""
+    def short(contender) -> bool:
+        seconds = _rechecked_warm_seconds(contender, PAIRED_PLAN_SECONDS)
+        return (seconds or math.inf) <= PAIRED_PLAN_SECONDS
+
+    plans = [c for c in contenders if c.label == "plan" or c.label.startswith(FORCED_PLAN)]
+    if len(plans) >= 2 and all(short(c) for c in plans):
+        first = contenders.index(plans[0])
+        rest = [[c] for c in contenders if c not in plans]
+        return rest[:first] + [plans] + rest[first:]
+    plan = next((c for c in plans if c.label == "plan" and c.runs), None)
+    twin = next((c for c in plans if plan is not None
                  and c.label == FORCED_PLAN + plan.runs), None)
-    if twin is not None and any(
-            (_rechecked_warm_seconds(c, PAIRED_PLAN_SECONDS) or math.inf) > PAIRED_PLAN_SECONDS
-            for c in (plan, twin)):
+    if twin is not None and not (short(plan) and short(twin)):
         twin = None
     units = []
     for contender in contenders:
