@@ -22,7 +22,7 @@ from convlab.cli import (
 )
 from convlab.dispatch import cost_model
 from convlab.problem.shapes.descriptor import parse_descriptor
-from convlab.runtime import timing
+from convlab.runtime import cpu, timing
 
 
 def test_time_rotation_times_every_call_once_per_round_in_varying_order():
@@ -336,15 +336,7 @@ def test_short_plans_share_their_blocks():
     assert benchmark.plan_units(alone) == [[c] for c in alone]
 
 
-def _os_lists(flag: str) -> bool:
-    try:
-        with open("/proc/cpuinfo") as listing:
-            return any(line.startswith("flags") and flag in line.split() for line in listing)
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not (_os_lists("cpuid_fault") and shutil.which("cc")),
+@pytest.mark.skipif(not ("cpuid_fault" in cpu.os_flags() and shutil.which("cc")),
                     reason="needs Linux CPUID faulting and a C compiler")
 def test_as_avx2_cpu_hides_avx512_from_the_process_and_results_stay_exact(tmp_path):
     """bench/as_avx2_cpu.sh: convlab (and any library) sees no AVX-512; the bench header
@@ -371,5 +363,5 @@ def test_as_avx2_cpu_hides_avx512_from_the_process_and_results_stay_exact(tmp_pa
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["info"]["isa_detected"] in ("avx2", "baseline")
-    assert ("CPUID hides it" in report["line"]) == _os_lists("avx512f")
+    assert ("CPUID hides it" in report["line"]) == ("avx512f" in cpu.os_flags())
     assert report["errors"] and max(report["errors"].values()) < 1e-3, report["errors"]

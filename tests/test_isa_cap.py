@@ -386,8 +386,8 @@ def test_the_constants_in_force_follow_the_cap():
 def _blas_core_in_fresh_process(cap, core_variable=None):
     """(the OpenBLAS core im2col's GEMMs run on, OPENBLAS_CORETYPE after loading) in a new
     interpreter with CONVLAB_MAX_CPU_ISA=cap and OPENBLAS_CORETYPE=core_variable."""
-    code = ("from convlab.strategies import im2col\nimport os\nim2col._kernel()\n"
-            "print(json.dumps([im2col.gemm_library['core'], "
+    code = ("from convlab.strategies import im2col\nimport os\n"
+            "print(json.dumps([im2col.blas_library()['core'], "
             "os.environ.get('OPENBLAS_CORETYPE')]))")
     result = _import_in_fresh_process(cap, code, {"OPENBLAS_CORETYPE": core_variable})
     assert result.returncode == 0, result.stderr

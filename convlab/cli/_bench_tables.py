@@ -73,15 +73,7 @@ def machine_lines() -> list[str]:
 def _hidden_isa_text(info) -> str:
     """A note when the OS lists AVX-512 but CPUID in this process does not show it (as
     under bench/as_avx2_cpu.sh, where every library dispatches as on an AVX2 CPU)."""
-    if info["isa_detected"] == "avx512" or info["machine"] not in ("x86_64", "AMD64"):
-        return ""
-    try:
-        with open("/proc/cpuinfo") as listing:
-            flags = next((line.split(":", 1)[1].split() for line in listing
-                          if line.startswith("flags")), [])
-    except OSError:
-        return ""
-    if "avx512f" not in flags:
+    if info["isa_detected"] == "avx512" or "avx512f" not in cpu.os_flags():
         return ""
     return " (the OS lists AVX-512; CPUID hides it from this process and its libraries)"
 

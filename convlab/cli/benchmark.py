@@ -395,21 +395,20 @@ def plan_units(contenders) -> list[list]:
         return (seconds or math.inf) <= PAIRED_PLAN_SECONDS
 
     plans = [c for c in contenders if c.label == "plan" or c.label.startswith(FORCED_PLAN)]
-    if len(plans) >= 2 and all(short(c) for c in plans):
-        first = contenders.index(plans[0])
-        rest = [[c] for c in contenders if c not in plans]
-        return rest[:first] + [plans] + rest[first:]
     plan = next((c for c in plans if c.label == "plan" and c.runs), None)
     twin = next((c for c in plans if plan is not None
                  and c.label == FORCED_PLAN + plan.runs), None)
-    if twin is not None and not (short(plan) and short(twin)):
-        twin = None
+    sharing: list = []
+    if len(plans) >= 2 and all(short(c) for c in plans):
+        sharing = plans
+    elif twin is not None and short(plan) and short(twin):
+        sharing = [plan, twin]
     units = []
     for contender in contenders:
-        if contender is twin:
-            continue
-        units.append([contender, twin] if contender is plan and twin is not None
-                     else [contender])
+        if contender not in sharing:
+            units.append([contender])
+        elif contender is sharing[0]:
+            units.append(sharing)
     return units
 
 

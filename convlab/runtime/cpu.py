@@ -47,6 +47,13 @@ def _cpuinfo_fields() -> dict[str, str]:
     return fields
 
 
+def os_flags() -> frozenset[str]:
+    """The feature flags the OS lists for the first processor (/proc/cpuinfo's "flags";
+    empty where there is none). They say what the CPU has, whatever CPUID shows this
+    process (bench/as_avx2_cpu.sh hides AVX-512 from it)."""
+    return frozenset(_cpuinfo_fields().get("flags", "").split())
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_model() -> str:
     """The CPU's marketing name, with family/model/stepping where the name alone is vague
