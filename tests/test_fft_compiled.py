@@ -351,29 +351,81 @@ def test_no_tile_fitting_the_workspace_leaves_the_problem_to_the_python_pipeline
 
 @WORKSPACE_SETTING
 def test_one_shot_spectra_are_kept_for_the_next_call_only_within_a_bound(rng, workspace):
+    """One-shot bank calls compute their spectra in a buffer the thread keeps for the next
+    call, up to KEPT_SPECTRA_WORKSPACES workspace limits."""
     # from no buffer: one that an earlier test left could hold the large spectra below
     fft_compiled.drop_kept_spectra()
-    small = _tensors(rng, groups=16, input_shape=(12, 12), kernel=(7, 7), pads_begin=3,
+    small = _tensors(rng, groups=1, ocg=16, input_shape=(40,), kernel=(7,), pads_begin=3,
                      pads_end=3)
     got = _fft_call(*small)
-    assert_compiled("depthwise")
+    assert_compiled("bank")
     kept = fft_compiled.kept_spectra_bytes()
     assert kept >= 4 * fft_compiled.tiling(problem_of(*small)).spectrum_floats
-    # many channel blocks of a tiny image: spectra above KEPT_SPECTRA_WORKSPACES limits
+    # many groups of a tiny image: spectra above KEPT_SPECTRA_WORKSPACES limits
     cores = available_cores()
     workspace(_per_thread_limit(64 * 1024))
-    large = _tensors(rng, groups=16 * (32 * cores + 1), input_shape=(6, 6), kernel=(5, 5),
-                     pads_begin=2, pads_end=2)
+    large = _tensors(rng, groups=2 * (32 * cores + 1), ocg=16, input_shape=(6, 6),
+                     kernel=(5, 5), pads_begin=2, pads_end=2)
     t = fft_compiled.tiling(problem_of(*large))
     assert t is not None
     assert (4 * t.spectrum_floats
             > fft_compiled.KEPT_SPECTRA_WORKSPACES * im2col.get_workspace_limit())
     got_large = _fft_call(*large)
-    assert_compiled("depthwise")
+    assert_compiled("bank")
     assert fft_compiled.kept_spectra_bytes() == 0
     assert_accurate(got_large, *large)
     # the small problem's result does not depend on which buffer its spectra used
     np.testing.assert_array_equal(_fft_call(*small), got)
+
+
+ONE_SHOT_DEPTHWISE_CASES = {
+    name: arguments for name, (mode, arguments) in CASES.items() if mode == "depthwise"}
+
+
+@WORKSPACE_SETTING
+@pytest.mark.parametrize("limit", ["default", "tiled"])
+@pytest.mark.parametrize("name", list(ONE_SHOT_DEPTHWISE_CASES))
+def test_one_shot_depthwise_transforms_its_kernels_in_each_task(rng, workspace, name,
+                                                                limit):
+    """A one-shot depthwise call keeps no spectra: each task transforms its channel
+    block's kernels in its scratch (``weight_chunks`` tasks per block). Its result matches
+    the reference and the plan's, which runs on spectra transformed once."""
+    src, weights, bias, attributes = _tensors(rng, **ONE_SHOT_DEPTHWISE_CASES[name])
+    if limit == "tiled":
+        workspace(_per_thread_limit(48 * 2**10))
+    problem = problem_of(src, weights, bias, attributes)
+    t = fft_compiled.tiling(problem)
+    if t is None:
+        pytest.skip("no compiled tile fits the small workspace")
+    assert t.weight_chunks >= 1
+    assert fft_compiled.tiling(problem, weights_per_call=False).weight_chunks == 0
+    fft_compiled.drop_kept_spectra()
+    got = _fft_call(src, weights, bias, attributes)
+    assert_compiled("depthwise")
+    assert fft.last_run["weight_chunks"] == t.weight_chunks
+    assert fft_compiled.kept_spectra_bytes() == 0
+    assert_accurate(got, src, weights, bias, attributes, name)
+    planned = convlab.Convolution(weights, bias, algorithm="fft", **attributes)(src)
+    assert "weight_chunks" not in fft.last_run
+    bound = RELATIVE_ERROR_FACTOR * fft.relative_error(problem)
+    assert np.linalg.norm(got - planned) <= bound * np.linalg.norm(planned)
+
+
+def test_one_shot_depthwise_cuts_few_channel_blocks_among_the_cores(rng):
+    """One block of channels and several images: the block's units are cut into several
+    tasks (each transforming the kernels again) so that the threads share them."""
+    src, weights, bias, attributes = _tensors(rng, batch=3, groups=16, input_shape=(21, 18),
+                                              kernel=(9, 9), pads_begin=4, pads_end=4)
+    problem = problem_of(src, weights, bias, attributes)
+    t = fft_compiled.tiling(problem)
+    assert t is not None and t.depthwise
+    units = problem.batch * math.prod(t.tiles_per_axis)
+    assert 1 < t.weight_chunks <= units
+    assert fft_compiled.weight_tasks(problem, t) == t.weight_chunks  # one block
+    results = [_fft_call(src, weights, bias, attributes, threads=n) for n in (1, 2)]
+    assert fft.last_run["weight_chunks"] == t.weight_chunks
+    assert np.array_equal(results[0], results[1])
+    assert_accurate(results[0], src, weights, bias, attributes)
 
 
 # --------------------------------------------------------------------------- threads
@@ -621,19 +673,22 @@ def test_a_plan_does_not_see_later_edits_of_the_weights(rng):
 
 
 def test_concurrent_calls_from_python_threads(rng):
-    """One-shot calls (each Python thread's own spectrum buffer) and one plan shared by
-    several Python threads give the single-threaded result."""
+    """One-shot calls (each Python thread's own scratch) and one plan shared by several
+    Python threads give the single-threaded results (one-shot depthwise calls transform
+    their kernels in each task, a plan once: the two round apart)."""
     src, weights, bias, attributes = _tensors(rng, batch=2, groups=24, input_shape=(21, 20),
                                               kernel=(9, 9), pads_begin=4, pads_end=4)
     want = _fft_call(src, weights, bias, attributes, threads=1)
     assert_compiled("depthwise")
     plan = convlab.Convolution(weights, bias, algorithm="fft", threads=1, **attributes)
+    want_plan = plan(src)
     for got in call_from_threads(lambda: _fft_call(src, weights, bias, attributes,
                                                    threads=1), count=4):
         assert np.array_equal(got, want)
     for got in call_from_threads(lambda: plan(src), count=4):
-        assert np.array_equal(got, want)
+        assert np.array_equal(got, want_plan)
     assert_accurate(want, src, weights, bias, attributes)
+    assert_accurate(want_plan, src, weights, bias, attributes)
 
 
 # --------------------------------------------------------------------------- inputs

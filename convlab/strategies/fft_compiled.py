@@ -18,7 +18,10 @@ the workspace limit that im2col sets (one thread's scratch: four tile buffers).
 
 The spectra are prepared weights, kept per tile shape and lane count with the rest of
 fft's (:class:`convlab.strategies.fft.FFTWeights`): a plan transforms its weights once per
-lane count (another cap on the instruction set may call for the other one).
+lane count (another cap on the instruction set may call for the other one). A one-shot
+depthwise call keeps none (:func:`run_one_shot`): each task transforms its channel
+block's kernels in its own scratch and runs its tiles with them, since writing every
+block's spectra and reading them back cost more than the tiles themselves.
 """
 from __future__ import annotations
 
@@ -82,18 +85,24 @@ class LaneTiling:
     scratch_stride: int           # floats per thread
     spectrum_floats: int
     out_blocks_per_task: int      # banks: blocks of 2 * lanes outputs per task
+    # one-shot depthwise: tasks per channel block, each transforming its kernels in its
+    # scratch (run_one_shot); 0 where the spectra are computed first (:func:`spectra`)
+    weight_chunks: int = 0
 
     @property
     def depthwise(self) -> bool:
         return self.mode == "depthwise"
 
     def describe(self) -> dict[str, Any]:
-        return {"pipeline": f"compiled ({self.mode})",
-                "lanes": self.lanes,
-                "fft_shape": "x".join(map(str, self.fft_shape)),
-                "tile_outputs": "x".join(map(str, self.tile_outputs)),
-                "tiles": "x".join(map(str, self.tiles_per_axis)),
-                "workspace_bytes": 4 * self.scratch_stride}
+        found = {"pipeline": f"compiled ({self.mode})",
+                 "lanes": self.lanes,
+                 "fft_shape": "x".join(map(str, self.fft_shape)),
+                 "tile_outputs": "x".join(map(str, self.tile_outputs)),
+                 "tiles": "x".join(map(str, self.tiles_per_axis)),
+                 "workspace_bytes": 4 * self.scratch_stride}
+        if self.weight_chunks:
+            found["weight_chunks"] = self.weight_chunks
+        return found
 
 
 def mode(problem) -> str | None:
@@ -175,7 +184,9 @@ def _tiling_at(problem, limit: int, cores: int, lane_count: int,
     spill = np.where(scratch_bytes > cpu.cache_bytes("L2", 1 << 20), L2_SPILL, 1.0)
     tiles = np.ceil(np.asarray(problem.output_shape, dtype=np.float64) / held).prod(axis=1)
     step = _out_blocks_per_task(problem, tiles, cores, lane_count)
-    counts = _counts(problem, points, tiles, step, lane_count)
+    chunks = (_weight_chunks(problem, tiles, cores, lane_count)
+              if weights_per_call and mode(problem) == "depthwise" else None)
+    counts = _counts(problem, points, tiles, step, lane_count, chunks)
     c = TILE_CHOICE
     flop = c["flop"] / LANE_SPEEDUP[lane_count] * _l1_factor(lengths, lane_count)
     seconds = (((counts["lane_transform_flops"] * flop
@@ -193,7 +204,8 @@ def _tiling_at(problem, limit: int, cores: int, lane_count: int,
     return float(seconds[best]), LaneTiling(
         mode(problem), lane_count, fft_shape, outputs, per_axis, geometry,
         _fft.scratch_stride(geometry),
-        _fft.spectrum_floats(geometry, mode(problem) == "depthwise"), int(step[best]))
+        _fft.spectrum_floats(geometry, mode(problem) == "depthwise"), int(step[best]),
+        0 if chunks is None else int(chunks[best]))
 
 
 def _idle(tasks: np.ndarray, cores: int) -> np.ndarray:
@@ -224,13 +236,25 @@ def _out_blocks_per_task(problem, tiles: np.ndarray, cores: int,
     return np.ceil(out_blocks / splits).astype(np.int64)
 
 
-def _counts(problem, points, tiles, out_blocks_per_task,
-            lane_count: int) -> dict[str, np.ndarray]:
+def _weight_chunks(problem, tiles: np.ndarray, cores: int, lane_count: int) -> np.ndarray:
+    """One-shot depthwise calls: into how many tasks each channel block's (image, tile)
+    units are cut (each transforming the block's kernels again), for TASKS_PER_CORE tasks
+    per core where the blocks alone are fewer and the units allow."""
+    blocks = -(-problem.groups // (2 * lane_count))
+    units = problem.batch * np.asarray(tiles, dtype=np.float64)
+    wanted = max(1.0, math.ceil(TASKS_PER_CORE * cores / blocks))
+    return np.minimum(units, wanted).astype(np.int64)
+
+
+def _counts(problem, points, tiles, out_blocks_per_task, lane_count: int,
+            weight_chunks=None) -> dict[str, np.ndarray]:
     """What runs with tiles of ``points`` points (``tiles`` of them per image) and
     ``lane_count`` lanes do: the transforms' flops (5 N log2 N per lane), the points of
     the passes that are not transforms times the lanes, tasks, and the same of the
     weights' transforms (one task per 2 ``lane_count`` filters; the cost model prices
-    their flops alone, the tile choice their passes too)."""
+    their flops alone, the tile choice their passes too). ``weight_chunks`` (a one-shot
+    depthwise call's, :func:`_weight_chunks`): the kernels are transformed once per task
+    in its scratch, with no spectra pass."""
     points = np.asarray(points, dtype=np.float64)
     transform = 5.0 * points * np.log2(np.maximum(points, 2.0)) * lane_count
     units = np.asarray(tiles, dtype=np.float64) * problem.batch
@@ -242,6 +266,9 @@ def _counts(problem, points, tiles, out_blocks_per_task,
         passes = 4.0 * tasks
         weights = np.full_like(points, float(blocks))
         weight_passes = 6.0  # zeroing, P and Q
+        if weight_chunks is not None:
+            weights = weights * np.asarray(weight_chunks, dtype=np.float64)
+            weight_passes = 2.0  # zeroing
     else:
         out_blocks = -(-problem.out_channels_per_group // pair)
         tasks = (problem.groups * np.ceil(units / lane_count)
@@ -322,14 +349,19 @@ def drop_kept_spectra() -> None:
     _one_call.buffer = None
 
 
+def _weights_5d(problem, canonical: np.ndarray) -> np.ndarray:
+    """The canonical (G, K..., 1, OCg) weights as (G, K0, K1, K2, OCg): unit axes for the
+    lifted ones, without the ICg of 1 (a view)."""
+    lifted = (1,) * (3 - problem.rank)
+    return canonical.reshape(problem.groups, *lifted, *problem.kernel_shape,
+                             problem.out_channels_per_group)
+
+
 def spectra(problem, canonical: np.ndarray, t: LaneTiling, threads: int,
             keep: bool = True) -> np.ndarray:
     """The kernels' spectra for tiling ``t`` from the canonical (G, K..., 1, OCg) weights;
     without ``keep``, in the buffer this thread reuses for one call's spectra."""
-    # (G, K0, K1, K2, OCg): unit axes for the lifted ones, without the ICg of 1 (a view)
-    lifted = (1,) * (3 - problem.rank)
-    weights = canonical.reshape(problem.groups, *lifted, *problem.kernel_shape,
-                                problem.out_channels_per_group)
+    weights = _weights_5d(problem, canonical)
     out = (np.empty(t.spectrum_floats, np.float32) if keep
            else _one_call_buffer(t.spectrum_floats))
     threads = _threads_for(t, threads)
@@ -340,13 +372,30 @@ def spectra(problem, canonical: np.ndarray, t: LaneTiling, threads: int,
 
 def run(problem, src, spectrum: np.ndarray, bias, dst, threads: int, t: LaneTiling) -> None:
     """``dst`` = the correlation (plus ``bias``) through tiling ``t``."""
-    threads = _threads_for(t, threads)
+    _run(src, bias, dst, lambda source, bias_, target, threads_: _fft.run(
+        t.geometry, _plans(t.fft_shape), source, spectrum, bias_, target, t.depthwise,
+        t.out_blocks_per_task, _scratch(t, threads_), threads_), _threads_for(t, threads))
+
+
+def run_one_shot(problem, src, canonical: np.ndarray, bias, dst, threads: int,
+                 t: LaneTiling) -> None:
+    """``dst`` as :func:`run` computes it, for a one-shot depthwise tiling
+    (``t.weight_chunks``): each task transforms its channel block's kernels in its own
+    scratch, so the spectra never make a pass through memory of their own."""
+    weights = _weights_5d(problem, canonical)
+    _run(src, bias, dst, lambda source, bias_, target, threads_: _fft.run_depthwise_one_shot(
+        t.geometry, _plans(t.fft_shape), source, weights, bias_, target, t.weight_chunks,
+        _scratch(t, threads_), threads_), _threads_for(t, threads))
+
+
+def _run(src, bias, dst, kernel, threads: int) -> None:
+    """``kernel(source, bias, target, threads)`` on float32 C-contiguous flat views,
+    through a temporary where ``dst`` is not C-contiguous."""
     source = np.ascontiguousarray(src, dtype=np.float32).reshape(-1)
     target = dst if dst.flags.c_contiguous else np.empty(dst.shape, np.float32)
     if bias is not None:
         bias = np.ascontiguousarray(bias, dtype=np.float32)
-    _fft.run(t.geometry, _plans(t.fft_shape), source, spectrum, bias, target.reshape(-1),
-             t.depthwise, t.out_blocks_per_task, _scratch(t, threads), threads)
+    kernel(source, bias, target.reshape(-1), threads)
     if target is not dst:
         np.copyto(dst, target)
 
@@ -355,7 +404,7 @@ def weight_tasks(problem, t: LaneTiling) -> int:
     """The weights' transform tasks (2 * lanes filters each) the threads share."""
     pair = 2 * t.lanes
     if t.depthwise:
-        return -(-problem.groups // pair)
+        return -(-problem.groups // pair) * max(1, t.weight_chunks)
     return problem.groups * -(-problem.out_channels_per_group // pair)
 
 
@@ -363,5 +412,6 @@ def work_counts(problem, t: LaneTiling) -> dict[str, float]:
     """:func:`_counts` of one tiling, as floats."""
     counts = _counts(problem, np.array([math.prod(t.fft_shape)]),
                      np.array([math.prod(t.tiles_per_axis)]),
-                     np.array([t.out_blocks_per_task]), t.lanes)
+                     np.array([t.out_blocks_per_task]), t.lanes,
+                     np.array([t.weight_chunks]) if t.weight_chunks else None)
     return {name: float(value[0]) for name, value in counts.items()}

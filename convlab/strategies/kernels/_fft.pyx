@@ -58,6 +58,10 @@ cdef extern from "fft_tiles.h" nogil:
                      const float *spectra, const float *bias, float *dst,
                      Py_ssize_t ob_step, float *scratch, Py_ssize_t scratch_stride,
                      int threads)
+    void ft_run_depthwise_fused(const ft_geometry *g, const fl_plan *plans,
+                                const float *src, const float *w, const float *bias,
+                                float *dst, Py_ssize_t chunks, float *scratch,
+                                Py_ssize_t scratch_stride, int threads)
     void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const float *w,
                         int depthwise, float *out, float *scratch,
                         Py_ssize_t scratch_stride, int threads)
@@ -182,11 +186,9 @@ def spectrum_floats(tuple geometry, bint depthwise):
     return int(g.groups * ((g.ocg + pair - 1) // pair) * 2 * n)
 
 
-def spectra(tuple geometry, _Plans plans, const float[:, :, :, :, :] weights,
-            bint depthwise, float[::1] out, float[::1] scratch, int threads):
-    """``out`` = the kernels' spectra (layout in the module docstring); ``weights`` are the
-    canonical ones as (G, K0, K1, K2, OCg), any strides (a view of the caller's)."""
-    cdef ft_geometry g = _geometry(geometry)
+cdef int _weight_strides(ft_geometry *g, const float[:, :, :, :, :] weights) except -1:
+    """Check the canonical (G, K0, K1, K2, OCg) ``weights`` against ``g`` and put their
+    element strides in it."""
     cdef int axis
     expected = (g.groups, g.kernel[0], g.kernel[1], g.kernel[2], g.ocg)
     shape = tuple([weights.shape[axis] for axis in range(5)])
@@ -199,6 +201,15 @@ def spectra(tuple geometry, _Plans plans, const float[:, :, :, :, :] weights,
     for axis in range(3):
         g.w_tap[axis] = weights.strides[1 + axis] // sizeof(float)
     g.w_out = weights.strides[4] // sizeof(float)
+    return 0
+
+
+def spectra(tuple geometry, _Plans plans, const float[:, :, :, :, :] weights,
+            bint depthwise, float[::1] out, float[::1] scratch, int threads):
+    """``out`` = the kernels' spectra (layout in the module docstring); ``weights`` are the
+    canonical ones as (G, K0, K1, K2, OCg), any strides (a view of the caller's)."""
+    cdef ft_geometry g = _geometry(geometry)
+    _weight_strides(&g, weights)
     if out.shape[0] < spectrum_floats(geometry, depthwise):
         raise ValueError("out: too small for the spectra")
     cdef Py_ssize_t stride = scratch_stride(geometry)
@@ -209,6 +220,44 @@ def spectra(tuple geometry, _Plans plans, const float[:, :, :, :, :] weights,
                        stride, threads)
 
 
+cdef const float *_checked_io(ft_geometry *g, const float[::1] src, bias,
+                              float[::1] dst) except? NULL:
+    """Check ``src`` and ``dst`` against ``g``; the bias's floats, or NULL for None."""
+    cdef Py_ssize_t in_points = g.in_shape[0] * g.in_shape[1] * g.in_shape[2]
+    cdef Py_ssize_t out_points = g.out_shape[0] * g.out_shape[1] * g.out_shape[2]
+    if src.shape[0] != g.batch * in_points * g.groups:
+        raise ValueError("src: size does not match the geometry")
+    if dst.shape[0] != g.batch * out_points * g.groups * g.ocg:
+        raise ValueError("dst: size does not match the geometry")
+    cdef const float[::1] bias_view
+    if bias is None:
+        return NULL
+    bias_view = bias
+    if bias_view.shape[0] != g.groups * g.ocg:
+        raise ValueError("bias: one value per output channel expected")
+    return &bias_view[0]
+
+
+def run_depthwise_one_shot(tuple geometry, _Plans plans, const float[::1] src,
+                           const float[:, :, :, :, :] weights, bias, float[::1] dst,
+                           Py_ssize_t chunks, float[::1] scratch, int threads):
+    """``dst`` as :func:`run` computes it for a depthwise geometry, from the canonical
+    ``weights`` (as :func:`spectra` takes them) instead of kept spectra: each task
+    transforms its channel block's kernels in its own scratch, then runs its share of the
+    (image, tile) units, the block's units cut into ``chunks``."""
+    cdef ft_geometry g = _geometry(geometry)
+    _weight_strides(&g, weights)
+    if g.ocg != 1:
+        raise ValueError("geometry: depthwise expected (one output per group)")
+    cdef const float *bias_ptr = _checked_io(&g, src, bias, dst)
+    cdef Py_ssize_t stride = scratch_stride(geometry)
+    threads = max(1, threads)
+    cdef float *base = _aligned(scratch, stride * threads)
+    with nogil:
+        ft_run_depthwise_fused(&g, plans.plans, &src[0], &weights[0, 0, 0, 0, 0], bias_ptr,
+                               &dst[0], chunks, base, stride, threads)
+
+
 def run(tuple geometry, _Plans plans, const float[::1] src, const float[::1] spectra,
         bias, float[::1] dst, bint depthwise, Py_ssize_t out_blocks_per_task,
         float[::1] scratch, int threads):
@@ -217,21 +266,9 @@ def run(tuple geometry, _Plans plans, const float[::1] src, const float[::1] spe
     C-contiguous float32, flattened. Bank tasks take ``out_blocks_per_task`` blocks of 2l
     outputs each."""
     cdef ft_geometry g = _geometry(geometry)
-    cdef Py_ssize_t in_points = g.in_shape[0] * g.in_shape[1] * g.in_shape[2]
-    cdef Py_ssize_t out_points = g.out_shape[0] * g.out_shape[1] * g.out_shape[2]
-    if src.shape[0] != g.batch * in_points * g.groups:
-        raise ValueError("src: size does not match the geometry")
-    if dst.shape[0] != g.batch * out_points * g.groups * g.ocg:
-        raise ValueError("dst: size does not match the geometry")
+    cdef const float *bias_ptr = _checked_io(&g, src, bias, dst)
     if spectra.shape[0] < spectrum_floats(geometry, depthwise):
         raise ValueError("spectra: too small for the geometry")
-    cdef const float[::1] bias_view
-    cdef const float *bias_ptr = NULL
-    if bias is not None:
-        bias_view = bias
-        if bias_view.shape[0] != g.groups * g.ocg:
-            raise ValueError("bias: one value per output channel expected")
-        bias_ptr = &bias_view[0]
     cdef Py_ssize_t stride = scratch_stride(geometry)
     threads = max(1, threads)
     cdef float *base = _aligned(scratch, stride * threads)

@@ -270,21 +270,22 @@ static FL_ALWAYS_INLINE void ft_halves(Py_ssize_t total, Py_ssize_t first, const
 
 /* The transform of the kernels of 2*lanes filters, f0 + v in the real part of lane v and
  * f0 + lanes + v in the imaginary part (`w` filters `filter_stride` apart; `count` filters
- * from f0), into (a_re, a_im). */
+ * from f0), into (re, im), two of the scratch's tile buffers. */
 static FL_ALWAYS_INLINE void ft_kernel_pair_transform(
     const ft_geometry *g, const fl_plan *plans, const float *w, Py_ssize_t filter_stride,
-    Py_ssize_t f0, Py_ssize_t count, const ft_scratch *s, const int lanes)
+    Py_ssize_t f0, Py_ssize_t count, float *re, float *im, const ft_scratch *s,
+    const int lanes)
 {
     const Py_ssize_t n = ft_points(g) * lanes;
     const Py_ssize_t zero[3] = {0, 0, 0};
     Py_ssize_t hi[3], lanes_a, lanes_b;
-    memset(s->a_re, 0, n * sizeof(float));
-    memset(s->a_im, 0, n * sizeof(float));
+    memset(re, 0, n * sizeof(float));
+    memset(im, 0, n * sizeof(float));
     ft_halves(count, 0, lanes, &lanes_a, &lanes_b);
-    ft_place_kernels(g, w, filter_stride, f0, (int)lanes_a, s->a_re, hi, lanes);
+    ft_place_kernels(g, w, filter_stride, f0, (int)lanes_a, re, hi, lanes);
     if (lanes_b > 0)
-        ft_place_kernels(g, w, filter_stride, f0 + lanes, (int)lanes_b, s->a_im, hi, lanes);
-    ft_forward(g, plans, zero, hi, s->a_re, s->a_im, s, lanes);
+        ft_place_kernels(g, w, filter_stride, f0 + lanes, (int)lanes_b, im, hi, lanes);
+    ft_forward(g, plans, zero, hi, re, im, s, lanes);
 }
 
 /* Depthwise spectra of channel block `block` (channels 2*lanes*block ...): P and Q as
@@ -297,7 +298,8 @@ static FL_ALWAYS_INLINE void ft_depthwise_spectrum_body(
 {
     const Py_ssize_t n = ft_points(g) * lanes;
     const Py_ssize_t c0 = block * 2 * lanes;
-    ft_kernel_pair_transform(g, plans, w, g->w_group, c0, g->groups - c0, s, lanes);
+    ft_kernel_pair_transform(g, plans, w, g->w_group, c0, g->groups - c0, s->a_re, s->a_im,
+                             s, lanes);
     const float q = 0.25f / (float)ft_points(g);
     const float *restrict z_re = s->a_re, *restrict z_im = s->a_im;
     float *restrict p_re = out, *restrict p_im = out + n;
@@ -329,7 +331,7 @@ static FL_ALWAYS_INLINE void ft_bank_spectrum_body(
     const Py_ssize_t n = ft_points(g) * lanes;
     const Py_ssize_t o0 = ob * 2 * lanes;
     ft_kernel_pair_transform(g, plans, w + group * g->w_group, g->w_out, o0, g->ocg - o0,
-                             s, lanes);
+                             s->a_re, s->a_im, s, lanes);
     const float scale = 1.0f / (float)ft_points(g);
     const float *restrict z_re = s->a_re, *restrict z_im = s->a_im;
     float *restrict v_re = out, *restrict v_im = out + n;
@@ -346,10 +348,13 @@ static FL_ALWAYS_INLINE void ft_bank_spectrum_body(
             }
 }
 
-/* Y = Z P + conj(Z[mirror]) Q in place, every frequency with its mirror. */
+/* Y = Z P + conj(Z[mirror]) Q in place, every frequency with its mirror. `spec` holds P
+ * and Q (ft_depthwise_spectrum_body's four arrays), or, `from_kernel`, the kernel pair's
+ * transform (re then im, N * lanes floats each), from which P and Q are formed on the way
+ * with the scale `q`: P and Q of real kernels are Hermitian, P[m] = conj P[k]. */
 static FL_ALWAYS_INLINE void ft_pair_product(
     const ft_geometry *g, float *restrict re, float *restrict im, const float *spec,
-    const int lanes)
+    const int from_kernel, const float q, const int lanes)
 {
     const Py_ssize_t n = ft_points(g) * lanes;
     const float *restrict p_re = spec, *restrict p_im = spec + n;
@@ -369,10 +374,22 @@ static FL_ALWAYS_INLINE void ft_pair_product(
                 FT_LANE_VECTORS(lanes,
                     const FT_VEC zr = FT_LOAD(re + k), zi = FT_LOAD(im + k);
                     const FT_VEC wr = FT_LOAD(re + m), wi = FT_LOAD(im + m);
-                    const FT_VEC pkr = FT_LOAD(p_re + k), pki = FT_LOAD(p_im + k);
-                    const FT_VEC qkr = FT_LOAD(q_re + k), qki = FT_LOAD(q_im + k);
-                    const FT_VEC pmr = FT_LOAD(p_re + m), pmi = FT_LOAD(p_im + m);
-                    const FT_VEC qmr = FT_LOAD(q_re + m), qmi = FT_LOAD(q_im + m);
+                    FT_VEC pkr, pki, qkr, qki, pmr, pmi, qmr, qmi;
+                    if (from_kernel) {
+                        /* spec is the kernel pair's transform U: P and Q from U[k], U[m] */
+                        const FT_VEC ukr = FT_LOAD(p_re + k), uki = FT_LOAD(p_im + k);
+                        const FT_VEC umr = FT_LOAD(p_re + m), umi = FT_LOAD(p_im + m);
+                        pkr = (ukr + umr + uki + umi) * q;
+                        pki = (ukr - umr - uki + umi) * q;
+                        qkr = (ukr + umr - uki - umi) * q;
+                        qki = (umr - ukr - uki + umi) * q;
+                        pmr = pkr; pmi = -pki; qmr = qkr; qmi = -qki;
+                    } else {
+                        pkr = FT_LOAD(p_re + k); pki = FT_LOAD(p_im + k);
+                        qkr = FT_LOAD(q_re + k); qki = FT_LOAD(q_im + k);
+                        pmr = FT_LOAD(p_re + m); pmi = FT_LOAD(p_im + m);
+                        qmr = FT_LOAD(q_re + m); qmi = FT_LOAD(q_im + m);
+                    }
                     /* Z[m] P[m] + conj(Z[k]) Q[m], then Z[k] P[k] + conj(Z[m]) Q[k] (the
                      * second store wins where k == m, both being equal there) */
                     FT_STORE(re + m, wr * pmr - wi * pmi + zr * qmr + zi * qmi);
@@ -384,12 +401,13 @@ static FL_ALWAYS_INLINE void ft_pair_product(
     }
 }
 
-/* One depthwise task: channel block `block`, image `image`, spatial tile `tile`. `src` is
+/* One depthwise tile: channel block `block`, image `image`, spatial tile `tile`, in the
+ * scratch's a buffers, with the block's spectra `spec` (ft_pair_product). `src` is
  * (N, I0, I1, I2, G), `dst` (N, O0, O1, O2, G), `bias` G floats or NULL. */
-static FL_ALWAYS_INLINE void ft_depthwise_task_body(
-    const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
-    const float *bias, float *dst, Py_ssize_t block, Py_ssize_t image, Py_ssize_t tile,
-    const ft_scratch *s, const int lanes)
+static FL_ALWAYS_INLINE void ft_depthwise_tile(
+    const ft_geometry *g, const fl_plan *plans, const float *src, const float *spec,
+    const int from_kernel, const float *bias, float *dst, Py_ssize_t block,
+    Py_ssize_t image, Py_ssize_t tile, const ft_scratch *s, const int lanes)
 {
     const Py_ssize_t n = ft_points(g) * lanes;
     const Py_ssize_t C = g->groups, c0 = block * 2 * lanes;
@@ -420,7 +438,7 @@ static FL_ALWAYS_INLINE void ft_depthwise_task_body(
     const Py_ssize_t lo[3] = {ax[0].lo, ax[1].lo, ax[2].lo};
     const Py_ssize_t hi[3] = {ax[0].hi, ax[1].hi, ax[2].hi};
     ft_forward(g, plans, lo, hi, re, im, s, lanes);
-    ft_pair_product(g, re, im, spectra + block * 4 * n, lanes);
+    ft_pair_product(g, re, im, spec, from_kernel, 0.25f / (float)ft_points(g), lanes);
     const Py_ssize_t keep[3] = {ax[0].count, ax[1].count, ax[2].count};
     ft_inverse(g, plans, keep, re, im, s, lanes);
     const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
@@ -441,6 +459,35 @@ static FL_ALWAYS_INLINE void ft_depthwise_task_body(
                 }
             }
         }
+}
+
+/* One depthwise task of a plan: a tile with the block's spectra from `spectra`. */
+static FL_ALWAYS_INLINE void ft_depthwise_task_body(
+    const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
+    const float *bias, float *dst, Py_ssize_t block, Py_ssize_t image, Py_ssize_t tile,
+    const ft_scratch *s, const int lanes)
+{
+    const Py_ssize_t n = ft_points(g) * lanes;
+    ft_depthwise_tile(g, plans, src, spectra + block * 4 * n, 0, bias, dst, block, image,
+                      tile, s, lanes);
+}
+
+/* One depthwise task of a one-shot call: the block's kernel pair transform into the
+ * scratch's b buffers, then the (image, tile) units [u_lo, u_hi) with it. The spectra stay
+ * in the thread's scratch instead of a pass of their own through memory (`w` as
+ * ft_depthwise_spectrum_body's). */
+static FL_ALWAYS_INLINE void ft_depthwise_fused_task_body(
+    const ft_geometry *g, const fl_plan *plans, const float *src, const float *w,
+    const float *bias, float *dst, Py_ssize_t block, Py_ssize_t u_lo, Py_ssize_t u_hi,
+    const ft_scratch *s, const int lanes)
+{
+    const Py_ssize_t c0 = block * 2 * lanes;
+    const Py_ssize_t tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
+    ft_kernel_pair_transform(g, plans, w, g->w_group, c0, g->groups - c0, s->b_re, s->b_im,
+                             s, lanes);
+    for (Py_ssize_t u = u_lo; u < u_hi; u++)
+        ft_depthwise_tile(g, plans, src, s->b_re, 1, bias, dst, block, u / tiles, u % tiles,
+                          s, lanes);
 }
 
 /* One bank task: group `group`, units [u0, u0 + lanes) of the (image, tile) list (image
@@ -586,6 +633,12 @@ FT_DISPATCHED(ft_depthwise_task, g->lanes,
      const ft_scratch *s),
     (g, plans, src, spectra, bias, dst, block, image, tile, s))
 
+FT_DISPATCHED(ft_depthwise_fused_task, g->lanes,
+    (const ft_geometry *g, const fl_plan *plans, const float *src, const float *w,
+     const float *bias, float *dst, Py_ssize_t block, Py_ssize_t u_lo, Py_ssize_t u_hi,
+     const ft_scratch *s),
+    (g, plans, src, w, bias, dst, block, u_lo, u_hi, s))
+
 FT_DISPATCHED(ft_bank_task, g->lanes,
     (const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
      const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t ob_lo,
@@ -607,7 +660,7 @@ typedef struct {
     const fl_plan *plans;
     const float *src, *spectra, *bias, *w;
     float *dst, *out;
-    Py_ssize_t tiles, per_block, per_group, ob_tasks, ob_step, out_blocks, n;
+    Py_ssize_t tiles, per_block, per_group, ob_tasks, ob_step, out_blocks, n, chunks;
     int depthwise;
 } ft_run;
 
@@ -643,6 +696,16 @@ static void ft_depthwise_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch
                       (t % r->per_block) / r->tiles, t % r->tiles, s);
 }
 
+/* One-shot depthwise task t: channel block major, then its chunk of the (image, tile)
+ * units (`chunks` per block, each transforming the block's kernels again). */
+static void ft_depthwise_fused_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
+{
+    const Py_ssize_t chunk = t % r->chunks;
+    ft_depthwise_fused_task(r->g, r->plans, r->src, r->w, r->bias, r->dst, t / r->chunks,
+                            chunk * r->per_block / r->chunks,
+                            (chunk + 1) * r->per_block / r->chunks, s);
+}
+
 /* Bank task t: group major, then `lanes` (image, tile) units at a time, then `ob_step`
  * blocks of 2*lanes outputs at a time (each task transforms its units' input again). */
 static void ft_bank_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
@@ -673,6 +736,21 @@ static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const f
     r.per_block = g->batch * r.tiles;
     const Py_ssize_t pair = 2 * g->lanes;
     ft_run_tasks(&r, ft_depthwise_task_at, (g->groups + pair - 1) / pair * r.per_block,
+                 scratch, scratch_stride, threads);
+}
+
+/* A one-shot depthwise run from the weights `w` (as ft_run_spectra's), no spectra kept. */
+static void ft_run_depthwise_fused(const ft_geometry *g, const fl_plan *plans,
+                                   const float *src, const float *w, const float *bias,
+                                   float *dst, Py_ssize_t chunks, float *scratch,
+                                   Py_ssize_t scratch_stride, int threads)
+{
+    ft_run r = {0};
+    r.g = g; r.plans = plans; r.src = src; r.w = w; r.bias = bias; r.dst = dst;
+    r.per_block = g->batch * g->tiles[0] * g->tiles[1] * g->tiles[2];
+    r.chunks = chunks < 1 ? 1 : (chunks > r.per_block ? r.per_block : chunks);
+    const Py_ssize_t pair = 2 * g->lanes;
+    ft_run_tasks(&r, ft_depthwise_fused_task_at, (g->groups + pair - 1) / pair * r.chunks,
                  scratch, scratch_stride, threads);
 }
 
