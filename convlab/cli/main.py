@@ -155,7 +155,7 @@ def _calibrate(args) -> int:
                   f"{regret['cases']} cases")
     if provenance.get("kept_shipped_set"):
         print("  the shipped constants' picks regret less on these timings than the fit's "
-              "held out, beyond their noise: the shipped set is kept for this machine")
+              "held out: the shipped set is kept for this machine")
     load, spread = provenance["load_average"][0], provenance["spread"]
     if (load is not None and load > provenance["cores"]) or (spread or 1.0) > BUSY_SPREAD:
         print(f"  warning: the machine was busy (load average {load}, {provenance['cores']} "
