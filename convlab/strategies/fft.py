@@ -699,13 +699,13 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     """Compute ``dst``; returns "fft", or the exact algorithm that recomputed a result
     holding Inf or NaN."""
     compiled = fft_compiled.tiling(problem, weights_per_call=prepared.one_call)
-    if compiled is not None and compiled.weight_chunks:
-        fft_compiled.run_one_shot(problem, src, prepared.canonical, bias, dst, threads,
-                                  compiled)
-        info = dict(compiled.describe(), fallback=None, backend="fft_lanes")
-    elif compiled is not None:
-        spectrum = prepared.lane_spectrum(compiled, threads)
-        fft_compiled.run(problem, src, spectrum, bias, dst, threads, compiled)
+    if compiled is not None:
+        if compiled.weight_chunks:
+            fft_compiled.run_one_shot(problem, src, prepared.canonical, bias, dst, threads,
+                                      compiled)
+        else:
+            spectrum = prepared.lane_spectrum(compiled, threads)
+            fft_compiled.run(problem, src, spectrum, bias, dst, threads, compiled)
         info = dict(compiled.describe(), fallback=None, backend="fft_lanes")
     else:
         t = tiling(problem)
