@@ -385,6 +385,72 @@ def test_direct_small_input_channels_match_on_every_path(rng, isa_level, dtype, 
                                        atol=1e-4 if dtype == "float32" else 1e-10)
 
 
+# Small images on wide layers (ResNet-50's res5 stage): a one-shot call whose weights lie
+# beyond the pass limit gives each item a copy group of adjacent channel chunks, copied
+# row by row with prefetches ahead (cl_copy_group_bytes). OC 200 leaves a short last group
+# and chunks of unequal width at every level; a tiny pass limit puts these small weights
+# "beyond L2", and small passes make several accumulate into dst.
+COPY_GROUP_CASES = {
+    "3x3-7x7": dict(ic=48, oc=200, input_shape=(7, 7), kernel=(3, 3), strides=1, pads=1),
+    "1x1-s2": dict(ic=40, oc=200, input_shape=(11, 13), kernel=(1, 1), strides=2, pads=0),
+    "1d-k5": dict(ic=36, oc=200, input_shape=(40,), kernel=(5,), strides=1, pads=2),
+}
+
+
+@KERNEL_SETTING
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(COPY_GROUP_CASES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_direct_copy_groups_match_one_chunk_per_item(rng, isa_level, dtype, case, threads):
+    """With copy groups on and off and the copy's prefetch on and off, direct's one-shot
+    result matches the reference, and its plan's (blocked weights, no copies)."""
+    from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
+    spec = dict(COPY_GROUP_CASES[case])
+    pads = spec.pop("pads")
+    src, weights, bias = random_tensors(
+        rng, batch=1, in_channels=spec["ic"], out_channels=spec["oc"], groups=1,
+        input_shape=spec["input_shape"], kernel_shape=spec["kernel"], dtype=dtype,
+        data_format="NXC", weights_format="XIO", bias=True)
+    attributes = dict(strides=spec["strides"], pads_begin=pads, pads_end=pads)
+    problem = problem_of(src, weights, bias, attributes)
+    results, grouped = [], []
+    previous_limit = _direct.set_pass_limit(1024)
+    previous_size = _direct.set_pass_size(4096, 1)
+    try:
+        for group_bytes, ahead in [(0, 0), (1 << 20, 0), (1 << 20, 8), (1 << 20, 100)]:
+            previous = _direct.set_copy_group(group_bytes, ahead)
+            try:
+                cut = direct.kernel_cut(problem, threads)
+                grouped.append(cut["chunks_per_item"])
+                results.append(convlab.convolve(src, weights, bias, algorithm="direct",
+                                                threads=threads, **attributes))
+            finally:
+                _direct.set_copy_group(*previous)
+        plan = convlab.Convolution(weights, bias, algorithm="direct", threads=threads,
+                                   **attributes)
+        results.append(plan(src))
+        cut = direct.kernel_cut(problem, threads)
+    finally:
+        _direct.set_pass_limit(previous_limit)
+        _direct.set_pass_size(*previous_size)
+    assert grouped[0] == 1
+    if cut["chunks"] >= 4 * threads and cut["weights_copied_per_pass"]:
+        # at least two groups per thread, each of several chunks, in several passes
+        assert all(1 < chunks <= cut["chunks"] // (2 * threads) for chunks in grouped[1:])
+        assert cut["input_channels_per_pass"] < spec["ic"]
+    for got in results:
+        assert_matches_reference(got, src, weights, bias, attributes, "direct")
+
+
+def test_direct_copy_group_refuses_bad_values():
+    from convlab.strategies.kernels import _direct
+    with pytest.raises(ValueError, match="row_bytes"):
+        _direct.set_copy_group(-1)
+    with pytest.raises(ValueError, match="prefetch_rows"):
+        _direct.set_copy_group(1024, -2)
+
+
 def test_direct_knobs_refuse_bad_values():
     from convlab.strategies.kernels import _direct
     with pytest.raises(ValueError, match="max_taps"):

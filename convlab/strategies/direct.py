@@ -332,6 +332,14 @@ def cost_terms(problem, threads) -> dict:
     # stream absorbs that (convlab/dispatch/cost_constants/ names the timings it was fitted on).
     streamed = weight_bytes * -(-problem.batch * problem.output_size // PIXELS_PER_BLOCK)
     cached = weight_bytes <= CACHED_WEIGHT_BYTES
+    # A one-shot call's kernel copies each pass's weights for its items (cl_geom.wpack)
+    # from rows a whole row of channels apart, once per item's run of pixels; from beyond
+    # L2 that copy waits on memory (half of direct's one-shot time on ResNet-50's res5
+    # layers, AMD EPYC Zen 3), where a plan's weights, blocked by chunk, stream.
+    gathered = 0.0
+    if cut["weights_copied_per_pass"] and not cached:
+        groups_of_chunks = -(-cut["chunks"] // cut["chunks_per_item"])
+        gathered = weight_bytes * cut["items"] / (problem.groups * groups_of_chunks)
     terms = {**cost_model.FIXED_TERMS, "dense_flops": 0.0, "depthwise_flops": 0.0,
              "inner_loops": loops / threads, "src_bytes": src_bytes / threads,
              # written once, at a bandwidth the threads share: not divided by them
@@ -339,6 +347,7 @@ def cost_terms(problem, threads) -> dict:
              # a one-shot call packs the weights on one thread (a plan packs them once),
              # unless they already come in whole vectors of channels
              "weight_pack_bytes": 0.0 if _reuses_weights(problem) else weight_bytes,
+             "weight_gather_bytes": gathered / threads,
              "weight_stream_bytes_cached": streamed / threads if cached else 0.0,
              "weight_stream_bytes_uncached": 0.0 if cached else streamed / threads}
     terms[flops_term] = padded_flops / threads

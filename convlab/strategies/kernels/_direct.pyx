@@ -45,6 +45,7 @@ cdef extern from "direct_microkernel.h" nogil:
         int stream_dst
         int prefetch_src
         int whole_pixels
+        Py_ssize_t item_chunks
         void *wpack
         const cl_epilogue *epi
     Py_ssize_t cl_wpack_max_bytes
@@ -57,6 +58,8 @@ cdef extern from "direct_microkernel.h" nogil:
     Py_ssize_t cl_flat_max_run
     Py_ssize_t CL_FLAT_TAPS_CAP
     Py_ssize_t cl_whole_pixel_bytes
+    Py_ssize_t cl_copy_group_bytes
+    Py_ssize_t cl_copy_prefetch_rows
     int cl_isa_jmax(int isa, int depthwise)
     Py_ssize_t cl_dense_chunks(Py_ssize_t OCg, int *isa, size_t itemsize, Py_ssize_t *V,
                                Py_ssize_t *nvec)
@@ -176,6 +179,22 @@ def set_whole_pixels(Py_ssize_t max_weight_bytes):
     the group's weights take at most ``max_weight_bytes`` (0: never). Returns the previous
     value. Not thread-safe: for tests and experiments."""
     return _swap_byte_knob(&cl_whole_pixel_bytes, max_weight_bytes, "max_weight_bytes")
+
+
+def set_copy_group(Py_ssize_t row_bytes, Py_ssize_t prefetch_rows=-1):
+    """Where a dense call copies weights from beyond L2 per pass, let each item take
+    adjacent channel chunks covering about ``row_bytes`` of each weight row (0: one chunk
+    per item), and have the copy prefetch ``prefetch_rows`` rows ahead (0: none; -1 keeps
+    the current value). Returns the previous (row_bytes, prefetch_rows). Not thread-safe:
+    for tests and experiments."""
+    global cl_copy_prefetch_rows
+    if prefetch_rows < -1:
+        raise ValueError(f"prefetch_rows={prefetch_rows}; expected >= 0, or -1 to keep it")
+    previous_rows = cl_copy_prefetch_rows
+    previous = _swap_byte_knob(&cl_copy_group_bytes, row_bytes, "row_bytes")
+    if prefetch_rows >= 0:
+        cl_copy_prefetch_rows = prefetch_rows
+    return previous, previous_rows
 
 
 def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
@@ -558,5 +577,6 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
             "items": g.nitems, "streamed_dst": bool(g.stream_dst),
             "prefetched_src": bool(g.prefetch_src),
             "whole_pixels": bool(g.whole_pixels),
+            "chunks_per_item": g.item_chunks if not depthwise else 1,
             "weights_copied_per_pass": g.wpack_elems > 0}
 

@@ -63,12 +63,16 @@ typedef struct {
     int prefetch_src;       /* dense 1x1: each pixel block prefetches the next one's src */
     int whole_pixels;       /* dense: an item takes every channel chunk of its group, chunk
                              * loop innermost (see cl_whole_pixel_bytes) */
+    ptrdiff_t item_chunks;  /* dense: channel chunks an item takes, at most
+                             * CL_WHOLE_PIXEL_CHUNKS: 1, every one (whole_pixels), or a
+                             * copy group (see cl_copy_group_bytes); the last item of a
+                             * group of chunks may take fewer */
     ptrdiff_t ncgroup;      /* depthwise: groups of channel chunks, one per item */
     ptrdiff_t ow_lo, ow_hi; /* columns whose every kernel tap along W is inside the input */
     ptrdiff_t nitems;
     const void *zeros;      /* dense: KW * ICg zeros of the element type, read in padding */
-    /* Dense: when wpack_elems > 0, each thread copies a pass's weights for its channel
-     * chunk (every tap, icb channels, J vectors) into its own wpack_elems elements at
+    /* Dense: when wpack_elems > 0, each thread copies a pass's weights for its item's
+     * channel chunks (every tap, icb channels, their vectors) into its own wpack_elems elements at
      * wpack (64-byte aligned, set by the caller) before the pass's pixel blocks read
      * them. In place, consecutive input channels of a pass lie w_row elements apart; with
      * w_row a multiple of 256 (1 KiB of float32) their lines crowd a few L1 sets, so every
@@ -171,6 +175,29 @@ typedef struct {
  * dense_gather): blocks whose P pixels' flat tap lists need more run the nested loops. */
 #define CL_PATCH_ELEMS 2048
 static ptrdiff_t cl_whole_pixel_bytes = 32 * 1024;
+
+/* A dense call that copies its weights per pass (wpack), whose weights exceed
+ * cl_pass_max_bytes (so they come from beyond L2) and whose images have at most
+ * CL_COPY_GROUP_MAX_PIXELS output pixels (so each copied weight feeds few pixel blocks,
+ * and the copy is a large share of the call) gives each item a copy group of adjacent
+ * channel chunks, about this many bytes of each weight row, rather than one chunk: the
+ * copy then reads runs of whole cache lines along a row instead of one or two lines per
+ * row, and rows of 2048 float32 channels lie 8 KiB apart. On an AMD EPYC (Zen 3, 2
+ * threads) a lone copy of 8 MiB of such rows ran 2.9 ms 64 bytes a row, 1.3 ms 512 bytes
+ * a row and 0.8 ms 1 KiB a row, and the copy held half of direct's one-shot time on
+ * ResNet-50's res5 layers (perf). Each thread keeps at least two groups. On larger images
+ * (res4, 196 pixels) grouping lost 5-10%: the copy is a small share there, and fewer,
+ * wider items balance worse. 0 copies chunk by chunk. A variable so that tests and
+ * experiments can vary it (_direct.set_copy_group). */
+static ptrdiff_t cl_copy_group_bytes = 1024;
+#define CL_COPY_GROUP_MAX_PIXELS 64
+
+/* The per-pass weight copy (wpack) prefetches the row this many rows ahead (0: none):
+ * rows far apart defeat the hardware prefetchers, and the copy otherwise waits on each
+ * row in turn. On an AMD EPYC (Zen 3), a lone copy of 8 MiB of rows 8 KiB apart, 512
+ * bytes a row, ran 1.3 ms without and 0.5 ms with 8 rows ahead. A variable so that
+ * experiments can vary it (_direct.set_copy_group). */
+static ptrdiff_t cl_copy_prefetch_rows = 8;
 static ptrdiff_t cl_flat_max_taps = 1024;
 static ptrdiff_t cl_flat_max_run = 64;
 
@@ -354,6 +381,7 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
     ptrdiff_t channels, rows, units, want, jmax;
     g->wpack_elems = 0;
     g->whole_pixels = 0;
+    g->item_chunks = 1;
     g->stream_dst = 0;
     g->prefetch_src = 0;
     channels = g->depthwise ? g->G : g->OCg;
@@ -422,7 +450,19 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * 3d_unet: 1.00. 1 MiB measured about the same as 256 KiB, which leaves more
          * of a 1 MiB L2 to src and dst. */
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
-        ptrdiff_t slice = taps * jmax * g->V * (ptrdiff_t)itemsize;
+        ptrdiff_t slice, groups_of_chunks;
+        g->item_chunks = 1;
+        if (!g->blocked && g->nchunk > 1 && cl_copy_group_bytes > 0 && cl_wpack_max_bytes > 0
+            && npix <= CL_COPY_GROUP_MAX_PIXELS
+            && taps * g->ICg * g->OCgp * (ptrdiff_t)itemsize > cl_pass_max_bytes) {
+            ptrdiff_t per = cl_copy_group_bytes / (jmax * g->V * (ptrdiff_t)itemsize);
+            ptrdiff_t most = g->nchunk / (2 * (ptrdiff_t)(threads > 0 ? threads : 1));
+            if (per > most) per = most;
+            if (per > CL_WHOLE_PIXEL_CHUNKS) per = CL_WHOLE_PIXEL_CHUNKS;
+            if (per > 1) g->item_chunks = per;
+        }
+        /* a pass's weights, per input channel: every chunk the item copies */
+        slice = taps * jmax * g->V * g->item_chunks * (ptrdiff_t)itemsize;
         ptrdiff_t least = cl_pass_min_channels < g->ICg ? cl_pass_min_channels : g->ICg;
         if (slice > 0 && least * slice > cl_pass_max_bytes) {
             ptrdiff_t line = CL_LINE_BYTES / (ptrdiff_t)itemsize;  /* src channels a line */
@@ -437,16 +477,18 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
             ptrdiff_t npass = (g->ICg + g->icb - 1) / g->icb;
             g->icb = (g->ICg + npass - 1) / npass;
         }
-        g->whole_pixels = !g->blocked && g->nchunk > 1 && g->nchunk <= CL_WHOLE_PIXEL_CHUNKS
-                          && g->icb == g->ICg
+        g->whole_pixels = !g->blocked && g->item_chunks == 1 && g->nchunk > 1
+                          && g->nchunk <= CL_WHOLE_PIXEL_CHUNKS && g->icb == g->ICg
                           && taps * g->ICg * g->OCgp * (ptrdiff_t)itemsize <= cl_whole_pixel_bytes;
-        rows = g->G * (g->whole_pixels ? 1 : g->nchunk) * g->N;
+        if (g->whole_pixels) g->item_chunks = g->nchunk;
+        groups_of_chunks = (g->nchunk + g->item_chunks - 1) / g->item_chunks;
+        rows = g->G * groups_of_chunks * g->N;
         g->nseg = rows >= want || rows == 0 ? 1 : (want + rows - 1) / rows;
         g->seglen = (npix + g->nseg - 1) / g->nseg;
         if (g->seglen < 64) g->seglen = 64 < npix ? 64 : npix;
         if (g->seglen < 1) g->seglen = 1;  /* no output pixels: no segments either */
         g->nseg = (npix + g->seglen - 1) / g->seglen;
-        pass_elems = taps * g->icb * jmax * g->V;
+        pass_elems = taps * g->icb * jmax * g->V * g->item_chunks;
         if (g->nchunk > 1 && !g->whole_pixels && !g->blocked
             && pass_elems * (ptrdiff_t)itemsize <= cl_wpack_max_bytes)
             g->wpack_elems = pass_elems;

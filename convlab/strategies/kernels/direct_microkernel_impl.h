@@ -478,15 +478,18 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     CL_REAL *dst_n;
     cl_kargs a;
 
-    /* chunks [chunk, chunk + nch) of the group: one, or all of them (whole_pixels) */
-    const ptrdiff_t nch = g->whole_pixels ? g->nchunk : 1;
+    /* chunks [chunk, chunk + nch) of the group: one, a copy group, or all of them
+     * (whole_pixels); see cl_geom.item_chunks */
+    const ptrdiff_t per_group = (g->nchunk + g->item_chunks - 1) / g->item_chunks;
+    ptrdiff_t nch, width;
     ptrdiff_t ch, coc[CL_WHOLE_PIXEL_CHUNKS], cstore[CL_WHOLE_PIXEL_CHUNKS];
     int cJ[CL_WHOLE_PIXEL_CHUNKS], cstream[CL_WHOLE_PIXEL_CHUNKS];
 
     seg = item % g->nseg; item /= g->nseg;
     n = item % g->N; item /= g->N;
-    chunk = g->whole_pixels ? 0 : item % g->nchunk;
-    grp = g->whole_pixels ? item : item / g->nchunk;
+    chunk = item % per_group * g->item_chunks;
+    grp = item / per_group;
+    nch = g->nchunk - chunk < g->item_chunks ? g->nchunk - chunk : g->item_chunks;
     CL_FN(chunk_span)(g->nvec, g->nchunk, chunk, &v0, &J);
     oc0 = v0 * CL_V;
     /* the first chunk has the most vectors: blocks sized for it suit every chunk */
@@ -534,6 +537,8 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                       && (size_t)(dst + n * npix * g->OC + grp * g->OCg + v * CL_V)
                          % CL_LINE_BYTES == 0;
     }
+    /* the item's channels, from its first chunk's first to its last chunk's last vector */
+    width = coc[nch - 1] + cJ[nch - 1] * CL_V;
     a.nkw = g->KW;
     a.pf = NULL;
     a.pf_pix = g->sw * IC;
@@ -572,20 +577,30 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         const int seed = summing && ic0 == 0, finish = finishing && ic0 + g->icb >= ICg;
         a.nic = ICg - ic0 < g->icb ? ICg - ic0 : g->icb;
         a.s = src_n + ic0;
-        if (pack != NULL && nch == 1 && p1 - p0 > pmax) {
-            /* several pixel blocks will read this pass's weights: copy them contiguous */
-            const ptrdiff_t jv = J * CL_V, taps = g->KD * g->KH * g->KW;
-            ptrdiff_t t, ic;
-            int j;
+        if (pack != NULL && p1 - p0 > pmax) {
+            /* several pixel blocks will read this pass's weights: copy the item's channels
+             * of them contiguous, a row of `width` channels per (tap, input channel) */
+            const ptrdiff_t taps = g->KD * g->KH * g->KW, rows = taps * a.nic;
+            const ptrdiff_t ahead = cl_copy_prefetch_rows;
+            ptrdiff_t t, ic, j, q = 0;
             for (t = 0; t < taps; t++) {
                 const CL_REAL *from = w_g + (t * ICg + ic0) * w_row;
-                CL_REAL *to = pack + t * a.nic * jv;
-                for (ic = 0; ic < a.nic; ic++, from += w_row, to += jv)
-                    for (j = 0; j < J; j++) CL_STORE(to + j * CL_V, CL_LOAD(from + j * CL_V));
+                CL_REAL *to = pack + t * a.nic * width;
+                for (ic = 0; ic < a.nic; ic++, q++, from += w_row, to += width) {
+                    if (ahead > 0 && q + ahead < rows) {
+                        /* the row `ahead` rows on in (tap, input channel) order */
+                        const CL_REAL *next = w_g + ((q + ahead) / a.nic * ICg + ic0
+                                                     + (q + ahead) % a.nic) * w_row;
+                        for (j = 0; j < width; j += CL_LINE_BYTES / (ptrdiff_t)sizeof(CL_REAL))
+                            CL_PREFETCH(next + j);
+                    }
+                    for (j = 0; j < width; j += CL_V)
+                        CL_STORE(to + j, CL_LOAD(from + j));
+                }
             }
             a.w = pack;
-            a.w_ic = jv;
-            a.w_kw = a.nic * jv;
+            a.w_ic = width;
+            a.w_kw = a.nic * width;
         } else {
             a.w = w_g + ic0 * w_row;
             a.w_ic = w_row;
@@ -637,7 +652,8 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
                 {
                     const CL_REAL *w_pass = (const CL_REAL *)a.w;
                     for (ch = 0; ch < nch; ch++) {
-                        /* in place (one pass) when nch > 1: a chunk's weights are columns */
+                        /* a chunk's weights are columns of the pass's rows, copied or
+                         * in place */
                         a.w = w_pass + coc[ch];
                         a.bias = bias + grp * OCgp + oc0 + coc[ch];
                         a.nstore = cstore[ch];
