@@ -288,6 +288,18 @@ static FL_ALWAYS_INLINE void ft_kernel_pair_transform(
     ft_forward(g, plans, zero, hi, re, im, s, lanes);
 }
 
+/* P[k] and Q[k] of a depthwise channel pair from its kernel pair's transform Z at k and at
+ * its mirror m (see ft_depthwise_spectrum_body), scaled by q. Plans store them; one-shot
+ * calls form them inside the pair product (ft_pair_product): one copy of the arithmetic,
+ * so that both round alike. */
+#define FT_PQ_FROM_PAIR(kr, ki, mr, mi, q, pr, pi, qr, qi)                                 \
+    do {                                                                                   \
+        (pr) = ((kr) + (mr) + (ki) + (mi)) * (q);                                          \
+        (pi) = ((kr) - (mr) - (ki) + (mi)) * (q);                                          \
+        (qr) = ((kr) + (mr) - (ki) - (mi)) * (q);                                          \
+        (qi) = ((mr) - (kr) - (ki) + (mi)) * (q);                                          \
+    } while (0)
+
 /* Depthwise spectra of channel block `block` (channels 2*lanes*block ...): P and Q as
  * four arrays of N * lanes floats (P re, P im, Q re, Q im) at `out`.
  * With Z the transform of the pair (Wa + i Wb), conj Wa = (conj Z[k] + Z[m]) / 2 and
@@ -314,10 +326,12 @@ static FL_ALWAYS_INLINE void ft_depthwise_spectrum_body(
                 FT_LANE_VECTORS(lanes,
                     const FT_VEC kr = FT_LOAD(z_re + k), ki = FT_LOAD(z_im + k);
                     const FT_VEC mr = FT_LOAD(z_re + m), mi = FT_LOAD(z_im + m);
-                    FT_STORE(p_re + k, (kr + mr + ki + mi) * q);
-                    FT_STORE(p_im + k, (kr - mr - ki + mi) * q);
-                    FT_STORE(q_re + k, (kr + mr - ki - mi) * q);
-                    FT_STORE(q_im + k, (mr - kr - ki + mi) * q););
+                    FT_VEC pr, pi, qr, qi;
+                    FT_PQ_FROM_PAIR(kr, ki, mr, mi, q, pr, pi, qr, qi);
+                    FT_STORE(p_re + k, pr);
+                    FT_STORE(p_im + k, pi);
+                    FT_STORE(q_re + k, qr);
+                    FT_STORE(q_im + k, qi););
             }
 }
 
@@ -379,10 +393,7 @@ static FL_ALWAYS_INLINE void ft_pair_product(
                         /* spec is the kernel pair's transform U: P and Q from U[k], U[m] */
                         const FT_VEC ukr = FT_LOAD(p_re + k), uki = FT_LOAD(p_im + k);
                         const FT_VEC umr = FT_LOAD(p_re + m), umi = FT_LOAD(p_im + m);
-                        pkr = (ukr + umr + uki + umi) * q;
-                        pki = (ukr - umr - uki + umi) * q;
-                        qkr = (ukr + umr - uki - umi) * q;
-                        qki = (umr - ukr - uki + umi) * q;
+                        FT_PQ_FROM_PAIR(ukr, uki, umr, umi, q, pkr, pki, qkr, qki);
                         pmr = pkr; pmi = -pki; qmr = qkr; qmi = -qki;
                     } else {
                         pkr = FT_LOAD(p_re + k); pki = FT_LOAD(p_im + k);
