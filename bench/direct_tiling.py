@@ -1,10 +1,12 @@
 """A/B of the direct kernel's tiling knobs: the input-channel pass size (cl_pass_bytes,
 cl_pass_min_channels in direct_microkernel.h), the dst size from which it writes with
-non-temporal stores (cl_stream_min_bytes) and the src size from which 1x1 convolutions
-prefetch the next pixel block's src (cl_prefetch_min_bytes).
+non-temporal stores (cl_stream_min_bytes), the src size from which 1x1 convolutions
+prefetch the next pixel block's src (cl_prefetch_min_bytes) and the weight size up to which
+an item takes every channel chunk of its group (cl_whole_pixel_bytes).
 
-Times direct's kernel alone on prepared weights (what a plan runs; dst 64-byte aligned, as
-convlab allocates a large one) for each setting, in alternating blocks of at least
+Times direct's kernel alone on prepared weights (what a plan runs, or with --one-shot the
+layout a one-shot call runs on; dst 64-byte aligned, as convlab allocates a large one) for
+each setting, in alternating blocks of at least
 --block-seconds each, --rounds rounds, and prints the median per layer and setting with
 its speed-up over the first setting, then the geo-mean.
 
@@ -12,10 +14,13 @@ its speed-up over the first setting, then the geo-mean.
     python bench/direct_tiling.py --suite resnet_50 --mb 8 --settings stream=0 stream=1
     python bench/direct_tiling.py --suite resnet_50 --mb 8 --settings prefetch=0 \
         prefetch=16777216
+    python bench/direct_tiling.py --suite resnet_50 --one-shot --settings whole=32768 \
+        whole=131072
 
 A setting is comma-separated KEY=VALUE pairs, keys pass (bytes), min_channels, pass_limit
-(bytes), stream and prefetch (bytes, 0 for never); a key left out keeps the kernel's
-default.
+(bytes), stream, prefetch and whole (bytes, 0 for never); a key left out keeps the kernel's
+default. Plans block weights above the whole-pixel limit in force when they prepare them
+(direct.BLOCKED_MIN_BYTES), so --one-shot is the way to vary that limit.
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from convlab.runtime.timing import time_block  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
 from convlab.strategies.kernels import _direct  # noqa: E402
 
-KNOBS = ("pass", "min_channels", "pass_limit", "stream", "prefetch")
+KNOBS = ("pass", "min_channels", "pass_limit", "stream", "prefetch", "whole")
 
 
 def current_knobs():
@@ -47,7 +52,9 @@ def current_knobs():
     _direct.set_streaming(stream)
     prefetch = _direct.set_prefetch(0)
     _direct.set_prefetch(prefetch)
-    return dict(zip(KNOBS, pass_size + (pass_limit, stream, prefetch)))
+    whole = _direct.set_whole_pixels(0)
+    _direct.set_whole_pixels(whole)
+    return dict(zip(KNOBS, pass_size + (pass_limit, stream, prefetch, whole)))
 
 
 def parse_setting(text, defaults):
@@ -63,21 +70,35 @@ def parse_setting(text, defaults):
 
 
 def apply_setting(setting):
-    pass_bytes, min_channels, pass_limit, stream, prefetch = setting
+    pass_bytes, min_channels, pass_limit, stream, prefetch, whole = setting
     _direct.set_pass_size(pass_bytes, min_channels)
     _direct.set_pass_limit(pass_limit)
     _direct.set_streaming(stream)
     _direct.set_prefetch(prefetch)
+    _direct.set_whole_pixels(whole)
 
 
-def kernel_call(layer, mb, threads):
+def kernel_call(layer, mb, threads, one_shot=False):
     src, weights, _ = layer.arrays(mb)
     problem = params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                   **layer.convolve_kwargs())
-    prepared = direct.prepare_weights(problem, params.canonical_weights(weights, problem))
+    prepared = direct.prepare_weights(problem, params.canonical_weights(weights, problem),
+                                      one_shot=one_shot)
     src = params.canonical_src(src, problem)
     dst = buffers.aligned_empty(problem.canonical_dst_shape, problem.dtype)
     return lambda: direct.run_direct(problem, src, prepared, None, dst, threads)
+
+
+def cuts(layer, mb, threads, settings):
+    """direct.kernel_cut of the layer under each setting, as comparable tuples."""
+    src, weights, _ = layer.arrays(mb)
+    problem = params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
+                                  **layer.convolve_kwargs())
+    found = []
+    for setting in settings:
+        apply_setting(setting)
+        found.append(tuple(sorted(direct.kernel_cut(problem, threads).items())))
+    return found
 
 
 def time_settings(call, settings, rounds, block_seconds):
@@ -97,19 +118,28 @@ def main(argv=None):
                         help="KEY=VALUE[,KEY=VALUE...] each")
     parser.add_argument("--mb", type=int, default=1)
     parser.add_argument("--block-seconds", type=float, default=0.15)
+    parser.add_argument("--one-shot", action="store_true",
+                        help="the weights as a one-shot call lays them out (never blocked)")
+    parser.add_argument("--changed-only", action="store_true",
+                        help="only the layers whose cut (direct.kernel_cut) differs between "
+                             "the settings")
     args = parser.parse_args(argv)
     default = current_knobs()
     settings = [parse_setting(text, default) for text in args.settings]
     layers = select_layers(shapes.load_suite(args.suite), args.layers)
     print(f"command: python {' '.join(sys.argv)}")
     print(f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs; {args.threads} threads, "
-          f"mb {args.mb}, {args.rounds} rounds of blocks of {args.block_seconds} s")
+          f"mb {args.mb}, {args.rounds} rounds of blocks of {args.block_seconds} s"
+          f"{', one-shot weights' if args.one_shot else ''}")
     labels = args.settings
     speedups = []
     try:
         for layer in layers:
-            medians = time_settings(kernel_call(layer, args.mb, args.threads), settings,
-                                    args.rounds, args.block_seconds)
+            if args.changed_only and len(set(cuts(layer, args.mb, args.threads,
+                                                  settings))) == 1:
+                continue
+            call = kernel_call(layer, args.mb, args.threads, args.one_shot)
+            medians = time_settings(call, settings, args.rounds, args.block_seconds)
             first = medians[settings[0]]
             ratios = [first / medians[s] for s in settings]
             speedups.append(ratios)

@@ -417,6 +417,7 @@ def test_direct_copy_groups_match_one_chunk_per_item(rng, isa_level, dtype, case
     results, grouped = [], []
     previous_limit = _direct.set_pass_limit(1024)
     previous_size = _direct.set_pass_size(4096, 1)
+    previous_whole = _direct.set_whole_pixels(0)  # items that take every chunk copy nothing
     try:
         for group_bytes, ahead in [(0, 0), (1 << 20, 0), (1 << 20, 8), (1 << 20, 100)]:
             previous = _direct.set_copy_group(group_bytes, ahead)
@@ -434,6 +435,7 @@ def test_direct_copy_groups_match_one_chunk_per_item(rng, isa_level, dtype, case
     finally:
         _direct.set_pass_limit(previous_limit)
         _direct.set_pass_size(*previous_size)
+        _direct.set_whole_pixels(previous_whole)
     assert grouped[0] == 1
     if cut["chunks"] >= 4 * threads and cut["weights_copied_per_pass"]:
         # at least two groups per thread, each of several chunks, in several passes

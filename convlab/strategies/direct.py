@@ -110,15 +110,6 @@ def _reuses_weights(problem) -> bool:
     return _weight_layout(problem)[3]
 
 
-# A plan's dense weights are blocked by the kernel's chunks of output channels (see
-# _blocked) when it cuts them into several chunks and a group's weights take more than
-# this (the kernel's cl_whole_pixel_bytes, below which an item takes every chunk and
-# reads the packed layout). Each work item then reads its chunk's weights as one
-# contiguous run and copies nothing: direct's kernel alone on plan weights, 2 threads,
-# Intel Xeon family 6 model 207 (bench/results/direct_blocked_weights_2026-11-27_xeon-emr.txt):
-# ResNet-50 res5 layers 1.3x faster, geo-mean 1.18x over its layers with several chunks,
-# GoogLeNet-v2 1.17x, the 1d suite 1.35x, VGG-19 1.05x, none slower.
-BLOCKED_MIN_BYTES = 32 * 1024
 
 
 def _chunk_columns(lanes: int, chunks: tuple[int, ...]):
@@ -251,6 +242,25 @@ CACHED_WEIGHT_BYTES = cpu.cache_bytes("L2", 2 * 2**20) // 2
 # The kernel's passes over input channels stay within the same half of L2
 # (cl_pass_max_bytes in direct_microkernel.h), leaving the rest to src and dst.
 _direct.set_pass_limit(CACHED_WEIGHT_BYTES)
+# An item takes every channel chunk of its group (cl_whole_pixel_bytes) while the group's
+# weights, which each of its pixel blocks reads, take at most a quarter of L2 and at most
+# 64 KiB. On an AMD EPYC (Zen 3, 512 KiB L2), direct's kernel on one-shot weights, 2
+# threads, against the 32 KiB (L1) limit it had (python bench/direct_tiling.py --one-shot
+# --changed-only --settings whole=32768 whole=65536 whole=131072 --suite S;
+# bench/results/direct_whole_pixels_2026-11-27_zen3-avx2.txt): ResNet-50 conv1 (37 KiB)
+# and GoogLeNet-v2 conv1/7x7_s2 1.08x, res2a_branch1 1.10x, inception_3b/1x1 1.25x, none
+# slower; 128 KiB gained on some layers and lost up to 17% on others in repeated runs.
+WHOLE_PIXEL_MAX_BYTES = min(64 * 1024, cpu.cache_bytes("L2", 2 * 2**20) // 4)
+_direct.set_whole_pixels(WHOLE_PIXEL_MAX_BYTES)
+# A plan's dense weights are blocked by the kernel's chunks of output channels (see
+# _blocked) when it cuts them into several chunks and a group's weights take more than
+# WHOLE_PIXEL_MAX_BYTES, below which an item takes every chunk and reads the packed
+# layout. Each work item then reads its chunk's weights as one contiguous run and copies
+# nothing: direct's kernel alone on plan weights, 2 threads, Intel Xeon family 6 model 207
+# (bench/results/direct_blocked_weights_2026-11-27_xeon-emr.txt): ResNet-50 res5 layers
+# 1.3x faster, geo-mean 1.18x over its layers with several chunks, GoogLeNet-v2 1.17x, the
+# 1d suite 1.35x, VGG-19 1.05x, none slower.
+BLOCKED_MIN_BYTES = WHOLE_PIXEL_MAX_BYTES
 
 
 def kernel_cut(problem, threads) -> dict:

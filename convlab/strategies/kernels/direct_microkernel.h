@@ -167,8 +167,9 @@ typedef struct {
  * input channel. With one chunk per item, each item wrote one cache line of every
  * 64-channel pixel in a pass of its own over dst, and where the reduction is short (the
  * first layer of a network) those scattered writes, not the arithmetic, set the pace;
- * chunk by chunk, a block's pixels are written whole and in address order. 0 turns it
- * off. A variable so that tests and experiments can vary it (_direct.set_whole_pixels). */
+ * chunk by chunk, a block's pixels are written whole and in address order. Every pixel
+ * block then reads all of the group's weights, so direct.py sets the limit from the CPU's
+ * L2 (_direct.set_whole_pixels); 32 KiB until it does. 0 turns it off. */
 #define CL_WHOLE_PIXEL_CHUNKS 16
 
 /* Elements of the per-thread buffer that holds a border block's receptive fields (see
