@@ -110,8 +110,6 @@ def _reuses_weights(problem) -> bool:
     return _weight_layout(problem)[3]
 
 
-
-
 def _chunk_columns(lanes: int, chunks: tuple[int, ...]):
     """Per chunk of ``chunks`` vectors of ``lanes`` channels: its first channel and width."""
     start = 0
@@ -344,8 +342,9 @@ def cost_terms(problem, threads) -> dict:
     cached = weight_bytes <= CACHED_WEIGHT_BYTES
     # A one-shot call's kernel copies each pass's weights for its items (cl_geom.wpack)
     # from rows a whole row of channels apart, once per item's run of pixels; from beyond
-    # L2 that copy waits on memory (half of direct's one-shot time on ResNet-50's res5
-    # layers, AMD EPYC Zen 3), where a plan's weights, blocked by chunk, stream.
+    # L2 that copy waits on memory (perf, AMD EPYC Zen 3: half of direct's one-shot time on
+    # ResNet-50's res5 layers while items copied one chunk each), where a plan's weights,
+    # blocked by chunk, stream.
     gathered = 0.0
     if cut["weights_copied_per_pass"] and not cached:
         groups_of_chunks = -(-cut["chunks"] // cut["chunks_per_item"])
