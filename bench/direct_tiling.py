@@ -78,10 +78,16 @@ def apply_setting(setting):
     _direct.set_whole_pixels(whole)
 
 
-def kernel_call(layer, mb, threads, one_shot=False):
+def layer_problem(layer, mb):
+    """The layer's src and weights at batch ``mb``, and its problem."""
     src, weights, _ = layer.arrays(mb)
     problem = params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
                                   **layer.convolve_kwargs())
+    return src, weights, problem
+
+
+def kernel_call(layer, mb, threads, one_shot=False):
+    src, weights, problem = layer_problem(layer, mb)
     prepared = direct.prepare_weights(problem, params.canonical_weights(weights, problem),
                                       one_shot=one_shot)
     src = params.canonical_src(src, problem)
@@ -91,9 +97,7 @@ def kernel_call(layer, mb, threads, one_shot=False):
 
 def cuts(layer, mb, threads, settings):
     """direct.kernel_cut of the layer under each setting, as comparable tuples."""
-    src, weights, _ = layer.arrays(mb)
-    problem = params.make_problem(src.shape, src.dtype, weights.shape, weights.dtype,
-                                  **layer.convolve_kwargs())
+    problem = layer_problem(layer, mb)[2]
     found = []
     for setting in settings:
         apply_setting(setting)

@@ -452,7 +452,6 @@ static ptrdiff_t cl_plan(cl_geom *g, int isa, int threads, size_t itemsize) {
          * of a 1 MiB L2 to src and dst. */
         ptrdiff_t npix = g->OD * g->OH * g->OW, taps = g->KD * g->KH * g->KW, pass_elems;
         ptrdiff_t slice, groups_of_chunks;
-        g->item_chunks = 1;
         if (!g->blocked && g->nchunk > 1 && cl_copy_group_bytes > 0 && cl_wpack_max_bytes > 0
             && npix <= CL_COPY_GROUP_MAX_PIXELS
             && taps * g->ICg * g->OCgp * (ptrdiff_t)itemsize > cl_pass_max_bytes) {
