@@ -4,6 +4,7 @@
     python bench/fit_cost_model.py --threads 1,2 --csv bench/results/cost_timings.csv --write
     # refit stored timings only:
     python bench/fit_cost_model.py --from-csv bench/results/design_timings_avx2_run2.csv
+    python bench/fit_cost_model.py --from-csv design.csv --preparation --write
     python bench/fit_cost_model.py --design-budget 60 --algorithms fft --provisional \
         "..." --write    # one algorithm's constants alone (a new one), marked provisional
 
@@ -38,6 +39,12 @@ would rank it against estimates that run slow or fast. The regret printed is tha
 the stored set with the new constants in it. ``--provisional TEXT``
 stores TEXT under the file's ``"provisional"`` key for them (constants fitted in a hurry,
 to be refitted); a later full fit drops the note of every algorithm it refits.
+
+``--preparation`` refits only the weight-preparation terms (weight packing, gathering and
+transforms, a one-shot call's fixed cost) of each algorithm from the gap between one-shot
+and plan timings of the same problems (the design's plan problems), keeping every other
+constant of the stored set: a set fitted before a preparation term existed, or on a CPU
+whose weight copies cost otherwise, gains those terms without a full refit.
 
 With ``--write`` the constants and margins go to
 ``convlab/dispatch/cost_constants/<level>.json``,
@@ -101,6 +108,11 @@ def parse_args(argv=None):
     parser.add_argument("--relative", action="store_true",
                         help="with --algorithms: time every priced algorithm and fit the "
                              "named ones on the scale of the stored constants of the others")
+    parser.add_argument("--preparation", action="store_true",
+                        help="refit only the weight-preparation terms (of --algorithms, "
+                             "default every priced one) from the gap between each problem's "
+                             "one-shot and plan timings, keeping the stored constants' "
+                             "other terms")
     parser.add_argument("--provisional",
                         help="with --algorithms and --write: a note, stored under the file's "
                              "'provisional' key for each of them, of why they must be "
@@ -265,7 +277,8 @@ def git_commit():
         return "unknown"
 
 
-def write_shipped(level, constants, margins, command, data, only=None, provisional=None):
+def write_shipped(level, constants, margins, command, data, only=None, provisional=None,
+                  method=fit.METHOD):
     """Merge the fitted thread counts into the level's shipped set, with this run's
     provenance; with ``only`` (some algorithms), only their constants, keeping the stored
     margins and provenance, and ``provisional`` noted for each of them."""
@@ -296,7 +309,7 @@ def write_shipped(level, constants, margins, command, data, only=None, provision
         stored.setdefault("refits", []).append({
             "algorithms": sorted(constants), "command": command, "data": data,
             "commit": git_commit(), "date": datetime.date.today().isoformat(),
-            "machine": f"{cpu.cpu_model()}, {available_cores()} cores", "method": fit.METHOD})
+            "machine": f"{cpu.cpu_model()}, {available_cores()} cores", "method": method})
         path.write_text(json.dumps(stored, indent=1) + "\n")
         return path
     if notes:
@@ -337,6 +350,54 @@ def relative_timings(timings, constants):
     return scaled
 
 
+def prepared_pairs(rows):
+    """fit.PreparedPair of each layer, batch, thread count and algorithm (of --algorithms)
+    timed both one-shot and as a plan."""
+    by_key = {}
+    for r in rows:
+        if _ONLY is None or r["algorithm"] in _ONLY:
+            key = (r["suite"], r["layer"], r["mb"], r["threads"], r["algorithm"])
+            by_key.setdefault(key, {})[r["mode"]] = r
+    pairs = []
+    for (_, _, _, threads, name), modes in sorted(by_key.items()):
+        if "oneshot" in modes and "plan" in modes:
+            terms = registry.get_algorithm(name).cost(problem_of(modes["oneshot"]),
+                                                      threads).inputs["terms"]
+            pairs.append(fit.PreparedPair(
+                name, threads, {t: v for t, v in terms.items()
+                                if t in cost_model.PREPARATION_TERMS},
+                modes["oneshot"]["seconds"], modes["plan"]["seconds"]))
+    return pairs
+
+
+def refit_preparation(args, rows, timings, level, shipped_level, before, command, data):
+    """--preparation: the stored set with its preparation terms refitted."""
+    pairs = prepared_pairs(rows)
+    if not pairs:
+        raise SystemExit("--preparation needs problems timed both one-shot and as plans "
+                         "(the design's plan problems)")
+    refitted = fit.fit_preparation(pairs, before["constants"], {"oneshot_call": "call"})
+    print(f"\npreparation refit over {len(pairs)} one-shot / plan pairs:")
+    for name, by_threads in refitted.items():
+        for threads, values in by_threads.items():
+            old = store.constants_at(before["constants"][name], int(threads))
+            changed = {t: (old.get(t, 0.0), v) for t, v in values.items()
+                       if v != old.get(t, 0.0)}
+            print(f"  {name:10s} threads {threads}: " + ", ".join(
+                f"{t} {a:.4g} -> {b:.4g}" for t, (a, b) in changed.items()))
+    margins = before.get("selection_margins")
+    evaluate(rows, timings, before["constants"],
+             f"shipped {shipped_level} constants ({before['source'].get('date')})", margins)
+    merged = {**before["constants"], **refitted}
+    evaluate(rows, timings, merged, f"shipped {shipped_level} constants with the "
+             f"preparation of {', '.join(sorted(refitted))} refitted (in-sample)", margins)
+    if args.write:
+        path = write_shipped(level, refitted, margins, command, data, only=set(refitted),
+                             provisional=args.provisional, method=fit.PREPARATION_METHOD)
+        print(f"\nwrote {path}")
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     global _ONLY
@@ -375,6 +436,9 @@ def main(argv=None):
 
     shipped_level = store.shipped_level_for(level)
     before = store.shipped(shipped_level)
+    if args.preparation:
+        return refit_preparation(args, rows, timings, level, shipped_level, before, command,
+                                 data)
     fitted = fit.fit(relative_timings(timings, before["constants"]) if args.relative
                      else [t for t in timings if _ONLY is None or t.algorithm in _ONLY])
     if _ONLY is None:  # the picks weigh every algorithm against the others

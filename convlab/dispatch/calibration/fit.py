@@ -165,6 +165,61 @@ def fit(timings: Iterable[Timing],
     return result
 
 
+PREPARATION_METHOD = ("NNLS on the relative gap between one-shot and plan timings, per "
+                      "algorithm and thread count, over its weight-preparation terms; the "
+                      "other constants kept, the fixed cost of a one-shot call unchanged")
+
+
+@dataclass(frozen=True)
+class PreparedPair:
+    """One problem timed one-shot and as a plan (weights prepared once) by one algorithm:
+    the gap between the two is the preparation a one-shot call pays. ``terms``: the
+    preparation terms its cost hook counts there."""
+
+    algorithm: str
+    threads: int
+    terms: Mapping[str, float]
+    oneshot_seconds: float
+    plan_seconds: float
+
+
+def fit_preparation(pairs: Iterable[PreparedPair], constants,
+                    fixed_terms: Mapping[str, str]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each paired algorithm's constants (``constants``, a set's) with only its
+    preparation terms refitted, per thread count: the non-negative ones minimising the
+    squared error of (one-shot - plan) / one-shot over its pairs.
+
+    A full fit prices preparation from one-shot timings mostly, where it hides among the
+    larger terms; the gap between the two ways of calling the same problem isolates it
+    without moving the rest of a set fitted on other timings. ``fixed_terms`` maps a
+    per-one-shot fixed term to the per-call one it sits on top of (``oneshot_call`` to
+    ``call``): the sum of the two, the fixed cost of a one-shot call the full fit
+    measured, is kept, so that only a plan's fixed cost changes with it."""
+    grouped: dict[tuple[str, int], list[PreparedPair]] = {}
+    for pair in pairs:
+        if pair.oneshot_seconds > 0:
+            grouped.setdefault((pair.algorithm, pair.threads), []).append(pair)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (name, threads), mine in sorted(grouped.items()):
+        names = sorted({n for pair in mine for n in pair.terms})
+        a = np.array([[pair.terms.get(n, 0.0) / pair.oneshot_seconds for n in names]
+                      for pair in mine], dtype=float).reshape(len(mine), len(names))
+        gap = np.array([1.0 - pair.plan_seconds / pair.oneshot_seconds for pair in mine])
+        scale = np.linalg.norm(a, axis=0)
+        scale[scale == 0] = 1.0
+        x, _ = nnls(a / scale, gap)
+        values = dict(store.constants_at(constants[name], threads))
+        before = dict(values)
+        for n, v in zip(names, x / scale):
+            values[n] = float(f"{v:.4g}")
+        for extra, base in fixed_terms.items():
+            if extra in names and base in values:
+                total = before.get(base, 0.0) + before.get(extra, 0.0)
+                values[base] = float(f"{max(0.0, total - values[extra]):.4g}")
+        out.setdefault(name, {})[str(threads)] = values
+    return out
+
+
 def estimated(timings: Sequence[Timing], constants) -> list[float]:
     """The model's seconds for each timing."""
     out = []
