@@ -165,6 +165,11 @@ def test_plan_regret_prefers_forced_plans_as_the_bar():
     forced = one_shot + [_contender("plan:direct", 1.0), _contender("plan:winograd4", None)]
     assert bench_results.plan_regret(forced) == (1.1, "plan:direct", "winograd4")
     assert bench_results.plan_regret([_contender("direct", 1.0)]) is None
+    # the choice alone: plan:winograd4 is not timed, so there is nothing to judge it by
+    assert bench_results.plan_choice_regret(forced) is None
+    timed = one_shot + [_contender("plan:direct", 1.0), _contender("plan:winograd4", 1.25)]
+    assert bench_results.plan_choice_regret(timed) == 1.25
+    assert bench_results.plan_choice_regret(one_shot) is None  # no forced plans
     first = [_contender("plan", 2.0, first_call=10.0)]
     assert bench_results.first_call_ratio(first) == 5.0
 
@@ -301,6 +306,12 @@ def test_regret_against_what_auto_may_choose_is_reported_beside_the_plain_one():
     assert "precision='default' (not: plan:winograd6, winograd6 where excluded)" in text
     assert "  auto regret (auto time / fastest algorithm's time): geo-mean 1.000" in text
     assert "  plan regret" in text
+    # the plan runs winograd4, whose forced plan is 2x the fastest (winograd6), and the
+    # fastest among those auto may choose
+    assert ("plan choice (the forced plan of the algorithm the plan runs / the fastest "
+            "forced plan's time): geo-mean 2.000") in text
+    assert "  plan choice (the forced plan of the algorithm the plan runs / the fastest " \
+           "forced plan's time): geo-mean 1.000" in text
     allowed = "\n".join(tables.selection_summary([(layer, layer_contenders(True))], ["a"]))
     assert "precision='default'" not in allowed
 

@@ -99,6 +99,23 @@ def plan_regret(contenders, admissible_only: bool = False) -> tuple[float, str, 
     return plan.median / best.median, best.label, plan.runs
 
 
+def plan_choice_regret(contenders, admissible_only: bool = False) -> float | None:
+    """The forced plan of the algorithm the plan runs ("plan:<runs>") over the fastest
+    forced plan: how good the plan's choice was, apart from the spread between a plan's
+    runs and a forced plan's runs of the same algorithm (noise, on a shared machine).
+    None without forced plans, or without the one the plan runs."""
+    by = {c.label: c for c in contenders}
+    plan = by.get("plan")
+    if plan is None or plan.median is None or not plan.runs:
+        return None
+    forced = [c for c in contenders if c.label.startswith(FORCED_PLAN) and c.median is not None
+              and (c.admissible or not admissible_only)]
+    chosen = by.get(FORCED_PLAN + plan.runs)
+    if not forced or chosen is None or chosen.median is None:
+        return None
+    return chosen.median / min(c.median for c in forced)
+
+
 def first_call_ratio(contenders) -> float | None:
     """The plan's first call (choosing, preparing, running) over a later call."""
     plan = next((c for c in contenders if c.label == "plan"), None)

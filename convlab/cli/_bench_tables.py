@@ -21,6 +21,7 @@ from convlab.cli._bench_results import (
     is_algorithm,
     network_seconds,
     ort_over_plan,
+    plan_choice_regret,
     plan_regret,
     regret,
 )
@@ -162,6 +163,16 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                      f"{worst[0]:.2f} ({where}, best {worst[1]}, plan runs {worst[2]}); "
                      f"within 10% on {sum(r[0] <= 1.10 for r, _ in plans)}/{len(plans)} "
                      f"layers")
+    choices = [(plan_choice_regret(cs, admissible_only), name)
+               for name, (_, cs) in zip(names, results)]
+    choices = [(r, name) for r, name in choices if r is not None]
+    if choices:
+        worst_choice, where = max(choices)
+        lines.append(f"plan choice (the forced plan of the algorithm the plan runs / the "
+                     f"fastest forced plan's time): geo-mean "
+                     f"{geo_mean([r for r, _ in choices]):.3f}, worst {worst_choice:.2f} "
+                     f"({where}); within 10% on {sum(r <= 1.10 for r, _ in choices)}/"
+                     f"{len(choices)} layers")
     return lines
 
 
