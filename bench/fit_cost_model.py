@@ -383,8 +383,8 @@ def refit_preparation(args, rows, timings, level, shipped_level, before, command
             old = store.constants_at(before["constants"][name], int(threads))
             changed = {t: (old.get(t, 0.0), v) for t, v in values.items()
                        if v != old.get(t, 0.0)}
-            print(f"  {name:10s} threads {threads}: " + ", ".join(
-                f"{t} {a:.4g} -> {b:.4g}" for t, (a, b) in changed.items()))
+            print(f"  {name:10s} threads {threads}: " + (", ".join(
+                f"{t} {a:.4g} -> {b:.4g}" for t, (a, b) in changed.items()) or "unchanged"))
     margins = before.get("selection_margins")
     evaluate(rows, timings, before["constants"],
              f"shipped {shipped_level} constants ({before['source'].get('date')})", margins)

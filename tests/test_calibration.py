@@ -537,6 +537,12 @@ def test_the_preparation_refit_recovers_preparation_from_the_one_shot_plan_gap()
     assert refitted["oneshot_call"] == pytest.approx(truth_oneshot, rel=1e-3)
     assert refitted["call"] + refitted["oneshot_call"] == pytest.approx(5e-5, rel=1e-3)
     assert refitted["flops"] == 1e-11
+    # a term no pair counts keeps the stored constant
+    stored["a"]["2"]["pack_bytes"] = 7e-11
+    unpinned = [dataclasses.replace(p, terms={**p.terms, "pack_bytes": 0.0}) for p in pairs]
+    values = fit.fit_preparation(unpinned, stored, {"oneshot_call": "call"})["a"]["2"]
+    assert values["pack_bytes"] == 7e-11
+    assert values["copy_bytes"] == pytest.approx(truth_copy, rel=1e-3)
     # a plan slower than its one-shot call (noise) never makes a constant negative
     noisy = [dataclasses.replace(p, plan_seconds=p.oneshot_seconds * 1.1) for p in pairs]
     values = fit.fit_preparation(noisy, stored, {"oneshot_call": "call"})["a"]["2"]

@@ -206,12 +206,14 @@ def fit_preparation(pairs: Iterable[PreparedPair], constants,
                       for pair in mine], dtype=float).reshape(len(mine), len(names))
         gap = np.array([1.0 - pair.plan_seconds / pair.oneshot_seconds for pair in mine])
         scale = np.linalg.norm(a, axis=0)
-        scale[scale == 0] = 1.0
+        pinned = scale > 0
+        scale[~pinned] = 1.0
         x, _ = nnls(a / scale, gap)
         values = dict(store.constants_at(constants[name], threads))
         before = dict(values)
-        for n, v in zip(names, x / scale):
-            values[n] = float(f"{v:.4g}")
+        for n, v, counted in zip(names, x / scale, pinned):
+            if counted:  # a term no pair counts keeps the set's constant
+                values[n] = float(f"{v:.4g}")
         for extra, base in fixed_terms.items():
             if extra in names and base in values:
                 total = before.get(base, 0.0) + before.get(extra, 0.0)
