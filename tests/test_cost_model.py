@@ -187,6 +187,59 @@ def test_direct_kernel_reads_rows_one_stride_apart_and_refuses_others():
         _direct.conv_direct(src, gappy, None, dst, *geometry)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("row_bytes, kernel, src_copied", [
+    (1024, (3, 3), False), (2048, (5, 5), False), (4096, (3, 3), False),
+    (4096, (5, 5), False), (4096, (7, 7), True), (4096, (7, 9), True), (4096, (1, 7), False)])
+def test_depthwise_rows_a_multiple_of_a_kilobyte_are_padded_a_line(rng, dtype, row_bytes,
+                                                                   kernel, src_copied):
+    """Depthwise weights whose channels span a multiple of 1 KiB get one more cache line
+    per tap, and src whose pixels span a multiple of 4 KiB is read from a copy one line
+    wider per pixel under kernels of 49 taps or more; results match the reference and
+    the caller's src and weights are untouched."""
+    from convlab.strategies import direct
+    from convlab.strategies.kernels import _direct
+    itemsize = np.dtype(dtype).itemsize
+    channels, lanes = row_bytes // itemsize, 64 // itemsize
+    attributes = dict(groups=channels, pads_begin=(kernel[0] // 2, kernel[1] // 2),
+                      pads_end=(kernel[0] // 2, kernel[1] // 2))
+    src, weights, bias = random_tensors(
+        rng, batch=2, in_channels=channels, out_channels=channels, groups=channels,
+        input_shape=(6, 5), kernel_shape=kernel, dtype=dtype, data_format="NXC",
+        weights_format="XIO", bias=True)
+    problem = problem_of(src, weights, bias, attributes)
+    prepared = registry.get_algorithm("direct").prepare(problem, weights)
+    assert prepared.array.shape[-1] == channels + lanes
+    assert _direct.depthwise_padded_channels(channels, itemsize) == channels + lanes
+    read = direct._depthwise_src(problem, src.reshape(2, 1, 6, 5, channels))
+    assert read.strides[-2] == (channels + lanes if src_copied else channels) * itemsize
+    np.testing.assert_array_equal(read.reshape(src.shape), src)
+    before_src = src.copy()
+    _check_direct_call_and_plan(src, weights, bias, attributes, weights.copy())
+    np.testing.assert_array_equal(src, before_src)
+
+
+def test_depthwise_kernel_reads_packed_pixels_and_refuses_others():
+    """conv_depthwise takes src whose pixels lie at least C elements apart and otherwise
+    packed (a view of the first C channels of a wider array); any other strides are a
+    ValueError, never a read out of bounds."""
+    from convlab.strategies.kernels import _direct
+    weights = np.ones((1, 3, 3, 16), np.float32)
+    dst = np.zeros((1, 1, 4, 4, 16), np.float32)
+    geometry = ((1, 1, 1), (1, 1, 1), (0, 1, 1), 1)
+    wide = np.ones((1, 1, 4, 4, 32), np.float32)
+    _direct.conv_depthwise(wide[..., :16], weights, None, dst, *geometry)
+    assert dst[0, 0, 1, 1].tolist() == [9.0] * 16  # an interior pixel: 3x3 taps of ones
+    # every other column of the wide array still has packed pixels, 64 elements apart
+    narrow = np.zeros((1, 1, 4, 2, 16), np.float32)
+    _direct.conv_depthwise(wide[:, :, :, ::2, :16], weights, None, narrow, *geometry)
+    assert narrow[0, 0, 1, 0].tolist() == [6.0] * 16  # 3x2 taps land in src
+    swapped = np.ones((1, 1, 4, 4, 16), np.float32).transpose(0, 1, 3, 2, 4)
+    for strided in (wide[:, :, ::2, :, :16], wide[..., ::2], swapped):
+        with pytest.raises(ValueError, match="packed pixels"):
+            _direct.conv_depthwise(strided, weights, None, dst, *geometry)
+
+
 def _with_margins(monkeypatch, margins):
     stored = dict(cost_model.fitted(), selection_margins=margins)
     monkeypatch.setattr(cost_model, "fitted", lambda threads=None: stored)

@@ -99,7 +99,7 @@ def _weight_layout(problem) -> tuple[tuple[int, ...], int, bool, bool]:
     kernel = lift_spatial(problem.kernel_shape, problem.rank, 1)
     itemsize = problem.dtype.itemsize
     if is_depthwise(problem):
-        return kernel, _direct.padded_channels(problem.groups, itemsize), True, False
+        return kernel, _direct.depthwise_padded_channels(problem.groups, itemsize), True, False
     ocg = problem.out_channels_per_group
     padded = _direct.padded_channels(ocg, itemsize)
     return kernel, padded, False, padded == ocg
@@ -411,8 +411,8 @@ def run_direct(problem, src, weights, bias, dst, threads, epilogue=None):
                          problem.dtype)
     bias = _padded_bias(problem, bias, weights)
     if weights.depthwise:
-        kernel(src.reshape(src_shape), weights.array, bias, dst.reshape(dst_shape), strides,
-               dilations, pads, threads, epilogue)
+        kernel(_depthwise_src(problem, src.reshape(src_shape)), weights.array, bias,
+               dst.reshape(dst_shape), strides, dilations, pads, threads, epilogue)
         return
     array, level = weights.array, -1
     if weights.blocks is not None:
@@ -423,6 +423,33 @@ def run_direct(problem, src, weights, bias, dst, threads, epilogue=None):
             array, level = _unblocked(weights), -1
     kernel(src.reshape(src_shape), array, bias, dst.reshape(dst_shape), strides, dilations,
            pads, threads, epilogue, level)
+
+
+# A depthwise pixel's taps read src one pixel (IC channels) apart. Where that is a multiple
+# of 4 KiB they all fall in one L1 set and a large kernel's window is evicted before the
+# next pixel reuses it; a copy with pixels one cache line further apart pays for itself
+# from 7x7 kernels up: 1.21-1.32x on 1024-2048 channels of 7x7 to 28x28 images, where
+# 5x5 kernels came out at 0.95-1.05x and 3x3 ones lost to the copy (2 threads, AMD EPYC
+# Zen 3, AVX2; bench/results/depthwise_aliasing_2026-11-28_zen3-avx2.txt).
+SRC_ALIAS_BYTES = 4096
+SRC_ALIAS_MIN_TAPS = 49
+
+
+def _depthwise_src(problem, src: np.ndarray) -> np.ndarray:
+    """src as the depthwise kernel reads it: where a pixel's channels span a multiple of
+    SRC_ALIAS_BYTES under a kernel of SRC_ALIAS_MIN_TAPS taps or more, a copy (in this
+    thread's staging buffer) whose pixels lie one cache line further apart, viewed down
+    to its channels."""
+    channels, itemsize = src.shape[-1], src.dtype.itemsize
+    if (channels * itemsize % SRC_ALIAS_BYTES or problem.kernel_size < SRC_ALIAS_MIN_TAPS
+            or src.shape[-2] < 2):
+        return src
+    wide = buffers.staging("depthwise_src",
+                           (*src.shape[:-1], channels + _direct.PAD_BYTES // itemsize),
+                           src.dtype)
+    wide[..., channels:] = 0
+    wide[..., :channels] = src
+    return wide[..., :channels]
 
 
 @functools.lru_cache(maxsize=256)

@@ -31,6 +31,7 @@ ctypedef fused real:
 cdef extern from "direct_microkernel.h" nogil:
     ctypedef struct cl_geom:
         Py_ssize_t N, ID, IH, IW, IC
+        Py_ssize_t ICs
         Py_ssize_t OD, OH, OW, OC
         Py_ssize_t G, KD, KH, KW, ICg, OCg, OCgp
         Py_ssize_t w_row, w_group
@@ -75,6 +76,13 @@ ISA_NAMES = ("baseline", "avx2", "avx512")
 # The padded channel axis of prepared weights is a multiple of this many bytes, so a
 # vector of any level (16, 32 or 64 bytes) never reads past it.
 PAD_BYTES = 64
+# A depthwise kernel reads one weight vector per tap, a weight row apart. Rows a multiple
+# of 1 KiB long put all of a pixel's taps in at most 4 of L1's sets (64-byte lines, 4 KiB
+# per way), which a large kernel's taps overflow on every pixel: 1024 channels of a 7x7
+# image under a 13x13 kernel ran 2.9x slower per channel than 1008 or 1040 channels, and
+# 1.6x faster with rows one line longer
+# (bench/results/depthwise_aliasing_2026-11-28_zen3-avx2.txt).
+ALIAS_BYTES = 1024
 
 cdef enum:
     LINE_BYTES = 64  # cache line
@@ -203,6 +211,15 @@ def padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
     return (channels + lanes - 1) // lanes * lanes
 
 
+def depthwise_padded_channels(Py_ssize_t channels, Py_ssize_t itemsize):
+    """The last axis of depthwise weights: channels padded like padded_channels, and by
+    one more line where that row would be a multiple of ALIAS_BYTES long."""
+    cdef Py_ssize_t padded = padded_channels(channels, itemsize)
+    if padded * itemsize % ALIAS_BYTES == 0:
+        padded += PAD_BYTES // itemsize
+    return padded
+
+
 cdef object _aligned_empty(Py_ssize_t rows, Py_ssize_t cols, bint single):
     """An uninitialised (rows, cols) float32 (single) or float64 array whose data starts
     on a PAD_BYTES boundary."""
@@ -296,6 +313,27 @@ cdef Py_ssize_t _aligned_channel(size_t address, Py_ssize_t channels, size_t ite
     return ((PAD_BYTES - address % PAD_BYTES) % PAD_BYTES) // itemsize
 
 
+cdef Py_ssize_t _pixel_stride(Py_ssize_t *shape, Py_ssize_t *strides,
+                              size_t itemsize) except -1:
+    """Elements from one pixel of a (N, ID, IH, IW, C) src to the next: C, or more for a
+    view of the first C channels of a wider array whose pixels otherwise lie packed."""
+    cdef Py_ssize_t pixel = shape[4], expected, axis
+    if shape[4] > 1 and strides[4] != <Py_ssize_t>itemsize:
+        pixel = -1
+    elif shape[3] > 1:
+        pixel = strides[3] // <Py_ssize_t>itemsize
+        if strides[3] % <Py_ssize_t>itemsize or pixel < shape[4]:
+            pixel = -1
+    expected = pixel * <Py_ssize_t>itemsize
+    for axis in range(3, -1, -1):
+        # a stride along an axis of one element is never used
+        if pixel < 0 or (shape[axis] > 1 and strides[axis] != expected):
+            raise ValueError(f"src strides {[strides[i] for i in range(5)]}: expected packed "
+                             f"pixels of at least {shape[4]} elements")
+        expected *= shape[axis]
+    return pixel
+
+
 cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
                       strides, dilations, pads_begin) except -1:
     """Shapes and attributes into g; returns 0 when there is nothing to compute (N == 0)."""
@@ -306,6 +344,7 @@ cdef int _fill_common(cl_geom *g, Py_ssize_t *src_shape, Py_ssize_t *dst_shape,
     g.IH = src_shape[2]
     g.IW = src_shape[3]
     g.IC = src_shape[4]
+    g.ICs = g.IC
     g.OD = dst_shape[1]
     g.OH = dst_shape[2]
     g.OW = dst_shape[3]
@@ -503,13 +542,14 @@ def conv_direct(const real[:, :, :, :, ::1] src, const real[:, :, :, :, :, :] we
         free(zeros)
 
 
-def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] weights,
+def conv_depthwise(const real[:, :, :, :, :] src, const real[:, :, :, ::1] weights,
                    const real[::1] bias, real[:, :, :, :, ::1] dst,
                    strides, dilations, pads_begin, int threads, Epilogue epilogue=None):
     """Depthwise convolution: groups == IC == OC, one input and one output channel each.
 
-    src (N, ID, IH, IW, C), weights (KD, KH, KW, Cp), bias None or (Cp,) (padded like the
-    weights), dst (N, OD, OH, OW, C), written in full. ``epilogue``: post-ops applied to
+    src (N, ID, IH, IW, C), a view of the first C channels of a wider array allowed,
+    weights (KD, KH, KW, Cp), bias None or (Cp,) (padded like the weights),
+    dst (N, OD, OH, OW, C), written in full. ``epilogue``: post-ops applied to
     each block as it is finished, without a sum (see cl_geom.epi).
     """
     cdef cl_geom g
@@ -524,13 +564,14 @@ def conv_depthwise(const real[:, :, :, :, ::1] src, const real[:, :, :, ::1] wei
     g.OCg = 1
     g.depthwise = 1
     g.zeros = NULL
-    g.cshift = _aligned_channel(<size_t>&src[0, 0, 0, 0, 0], g.IC, sizeof(real))
+    g.ICs = _pixel_stride(src.shape, src.strides, sizeof(real))
+    g.cshift = _aligned_channel(<size_t>&src[0, 0, 0, 0, 0], g.ICs, sizeof(real))
     if g.OC != g.IC:
         raise ValueError(f"dst has {g.OC} channels; a depthwise convolution needs as many "
                          f"as src ({g.IC})")
-    if g.OCgp < g.G or g.OCgp != padded_channels(g.G, sizeof(real)):
+    if g.OCgp < g.G or g.OCgp != depthwise_padded_channels(g.G, sizeof(real)):
         raise ValueError(f"weights' last axis is {g.OCgp}; expected C={g.G} padded to "
-                         f"{padded_channels(g.G, sizeof(real))} (see prepare_weights)")
+                         f"{depthwise_padded_channels(g.G, sizeof(real))} (see prepare_weights)")
     _check_extents(&g)
     if bias is None:
         bias = _np.zeros(g.OCgp, dtype=_np.float32 if real is float else _np.float64)
@@ -566,7 +607,8 @@ def plan_summary(Py_ssize_t n, input_shape, Py_ssize_t ic, kernel_shape, Py_ssiz
     g.depthwise = depthwise
     g.blocked = 0
     g.cshift = 0
-    g.OCgp = padded_channels(g.G if depthwise else g.OCg, itemsize)
+    g.OCgp = (depthwise_padded_channels(g.G, itemsize) if depthwise
+              else padded_channels(g.OCg, itemsize))
     cl_plan(&g, cl_isa_in_effect, threads if threads > 0 else 1, itemsize)
     return {"isa": ISA_NAMES[g.isa], "lanes": g.V,
             "vectors_per_block": cl_isa_jmax(g.isa, depthwise),

@@ -30,6 +30,7 @@
  * fields) and by cl_plan (the rest). */
 typedef struct {
     ptrdiff_t N, ID, IH, IW, IC;
+    ptrdiff_t ICs;          /* depthwise: src elements from one pixel to the next (>= IC) */
     ptrdiff_t OD, OH, OW, OC;
     ptrdiff_t G, KD, KH, KW, ICg, OCg, OCgp;   /* OCgp: padded last weight axis (Gp if depthwise) */
     /* dense: elements between consecutive (tap, input channel) rows of the weights, and

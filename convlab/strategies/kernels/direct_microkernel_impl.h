@@ -687,7 +687,7 @@ static CL_TGT void CL_FN(dw_tail)(const cl_geom *g, const CL_REAL *src, const CL
                                   const CL_REAL *bias, CL_REAL *dst, ptrdiff_t n,
                                   ptrdiff_t od, ptrdiff_t oh, ptrdiff_t ow0, ptrdiff_t ow1,
                                   ptrdiff_t c0) {
-    const ptrdiff_t IC = g->IC, Gp = g->OCgp;
+    const ptrdiff_t IC = g->ICs, Gp = g->OCgp;
     ptrdiff_t kdl, kdh, khl, khh, id0, ih0, ow, c, kd, kh, kw;
     id0 = od * g->sd - g->pd;
     ih0 = oh * g->sh - g->ph;
@@ -722,8 +722,8 @@ typedef struct {
  * returns how many. */
 static CL_AI ptrdiff_t CL_FN(dw_table)(const cl_geom *g, const CL_FN(tapbox) *box,
                                        ptrdiff_t start, ptrdiff_t *soff, ptrdiff_t *woff) {
-    const ptrdiff_t s_kw = g->dw * g->IC, s_kh = g->dh * g->IW * g->IC;
-    const ptrdiff_t s_kd = g->dd * g->IH * g->IW * g->IC, Gp = g->OCgp;
+    const ptrdiff_t s_kw = g->dw * g->ICs, s_kh = g->dh * g->IW * g->ICs;
+    const ptrdiff_t s_kd = g->dd * g->IH * g->IW * g->ICs, Gp = g->OCgp;
     ptrdiff_t kd, kh, kw, i = 0, n = 0;
     for (kd = 0; kd < box->kdh - box->kdl; kd++)
         for (kh = 0; kh < box->khh - box->khl; kh++)
@@ -753,8 +753,8 @@ static CL_AI CL_TGT void CL_FN(dw_block)(const cl_geom *g, cl_kargs *a, int P, i
         return;
     }
     /* Pointers are formed from the first valid tap, so they stay inside the arrays. */
-    a->s = src + base + box->kdl * g->dd * g->IH * g->IW * g->IC
-           + box->khl * g->dh * g->IW * g->IC + box->kwl * g->dw * g->IC;
+    a->s = src + base + box->kdl * g->dd * g->IH * g->IW * g->ICs
+           + box->khl * g->dh * g->IW * g->ICs + box->kwl * g->dw * g->ICs;
     a->w = w + ((box->kdl * g->KH + box->khl) * g->KW + box->kwl) * g->OCgp;
     a->soff = soff;
     a->woff = woff;
@@ -770,7 +770,7 @@ static CL_AI CL_TGT void CL_FN(dw_block)(const cl_geom *g, cl_kargs *a, int P, i
  * most CL_TAP_BATCH; returns how many. */
 static CL_AI ptrdiff_t CL_FN(dw3_table)(const cl_geom *g, const CL_FN(tapbox) *box,
                                         ptrdiff_t start, ptrdiff_t *soff, ptrdiff_t *woff) {
-    const ptrdiff_t s_kh = g->dh * g->IW * g->IC, s_kd = g->dd * g->IH * g->IW * g->IC;
+    const ptrdiff_t s_kh = g->dh * g->IW * g->ICs, s_kd = g->dd * g->IH * g->IW * g->ICs;
     ptrdiff_t kd, kh, i = 0, n = 0;
     for (kd = 0; kd < box->kdh - box->kdl; kd++)
         for (kh = 0; kh < box->khh - box->khl; kh++, i++) {
@@ -790,8 +790,8 @@ static CL_AI CL_TGT void CL_FN(dw3_block)(const cl_geom *g, cl_kargs *a, int P, 
                                           ptrdiff_t *soff, ptrdiff_t *woff, int table_ready) {
     const ptrdiff_t rows = (box->kdh - box->kdl) * (box->khh - box->khl);
     ptrdiff_t start;
-    a->s = src + base + box->kdl * g->dd * g->IH * g->IW * g->IC
-           + box->khl * g->dh * g->IW * g->IC;
+    a->s = src + base + box->kdl * g->dd * g->IH * g->IW * g->ICs
+           + box->khl * g->dh * g->IW * g->ICs;
     a->w = w + (box->kdl * g->KH + box->khl) * g->KW * g->OCgp;
     a->soff = soff;
     a->woff = woff;
@@ -826,7 +826,7 @@ static CL_TGT void CL_FN(dw_item)(const cl_geom *g, const CL_REAL *src, const CL
                                   const CL_REAL *bias, CL_REAL *dst, ptrdiff_t item) {
     static const int pmax_table[] = CL_DW_PMAX_TABLE;
     static const int pmax3_table[] = CL_DW3_PMAX_TABLE;
-    const ptrdiff_t IC = g->IC, IW = g->IW, OC = g->OC;
+    const ptrdiff_t IC = g->ICs, IW = g->IW, OC = g->OC;
     ptrdiff_t soff[CL_TAP_BATCH], woff[CL_TAP_BATCH];
     ptrdiff_t cg, seg, oh, od, n, ch0, ch1, small, big, id0, ih0, row_base;
     ptrdiff_t ow0, ow1, lo, hi, ow, ch, v0;
