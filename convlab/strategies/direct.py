@@ -441,6 +441,7 @@ def _depthwise_src(problem, src: np.ndarray) -> np.ndarray:
     thread's staging buffer) whose pixels lie one cache line further apart, viewed down
     to its channels."""
     channels, itemsize = src.shape[-1], src.dtype.itemsize
+    # a row of one pixel would leave the kernel no stride to read the pixel step from
     if (channels * itemsize % SRC_ALIAS_BYTES or problem.kernel_size < SRC_ALIAS_MIN_TAPS
             or src.shape[-2] < 2):
         return src
