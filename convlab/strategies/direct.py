@@ -445,8 +445,11 @@ def _depthwise_src(problem, src: np.ndarray) -> np.ndarray:
     if (channels * itemsize % SRC_ALIAS_BYTES or problem.kernel_size < SRC_ALIAS_MIN_TAPS
             or src.shape[-2] < 2):
         return src
+    # as wide as the weights' rows: one line more (SRC_ALIAS_BYTES is a multiple of
+    # _direct.ALIAS_BYTES)
     wide = buffers.staging("depthwise_src",
-                           (*src.shape[:-1], channels + _direct.PAD_BYTES // itemsize),
+                           (*src.shape[:-1], _direct.depthwise_padded_channels(channels,
+                                                                               itemsize)),
                            src.dtype)
     wide[..., channels:] = 0
     wide[..., :channels] = src
