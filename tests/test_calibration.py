@@ -549,6 +549,36 @@ def test_the_preparation_refit_recovers_preparation_from_the_one_shot_plan_gap()
     assert min(values.values()) >= 0.0
 
 
+def test_a_prior_holds_what_the_timings_cannot_tell_apart_and_lets_the_rest_move():
+    # "flops" and "bytes" grow together in every timing: the timings fix their sum, and
+    # without a prior NNLS may split it any way; with one, the split stays near the
+    # prior's while "call", which the timings pin, moves to its true value.
+    truth = {"call": 2e-5, "flops": 1e-11, "bytes": 1e-11}
+    prior = {"a": {"2": {"call": 5e-5, "flops": 1.5e-11, "bytes": 0.5e-11}}}
+    rng = np.random.default_rng(4)
+    timings = []
+    for i in range(30):
+        work = float(10 ** rng.uniform(3, 8))
+        terms = {"call": 1.0, "flops": work, "bytes": work}
+        seconds = sum(truth[t] * v for t, v in terms.items())
+        timings.append(fit.Timing("a", 2, terms, seconds, group=str(i), case=str(i)))
+    held = fit.fit(timings, prior=prior, prior_weight=0.1).constants["a"]["2"]
+    assert held["call"] == pytest.approx(2e-5, rel=0.05)
+    assert held["flops"] + held["bytes"] == pytest.approx(2e-11, rel=0.01)
+    assert held["flops"] / held["bytes"] == pytest.approx(3.0, rel=0.05)
+    # where the timings pin a constant, they outweigh the prior (2.5x the true call)
+    assert held["call"] < 0.5 * prior["a"]["2"]["call"]
+    # a zero weight is the fit without a prior
+    assert (fit.fit(timings, prior=prior, prior_weight=0.0).constants
+            == fit.fit(timings).constants)
+    # a prior does not pin a term no timing counts: the fallback still gives it
+    unused = [dataclasses.replace(t, terms={**t.terms, "unused": 0.0}) for t in timings]
+    with_unused = {"a": {"2": {**prior["a"]["2"], "unused": 4e-9}}}
+    result = fit.fit(unused, fallback=with_unused, prior=with_unused, prior_weight=0.1)
+    assert result.unpinned["a"]["2"] == ["unused"]
+    assert result.constants["a"]["2"]["unused"] == 4e-9
+
+
 def test_a_term_no_timing_counts_keeps_the_fallback_constant():
     timings = [fit.Timing("a", 1, {"call": 1.0, "unused": 0.0}, 1e-5, case=str(i))
                for i in range(3)]

@@ -6,7 +6,9 @@ constants (one for a family's :data:`SHARED_TERMS`) are the non-negative ones th
 minimise the squared *relative* error of the estimates,
 ``sum((terms . constants / seconds - 1)^2)``, each *group* of timings (a suite at one
 batch, say) weighing the same however many timings it holds: scipy's NNLS on rows
-scaled by 1 / seconds, columns scaled to unit norm.
+scaled by 1 / seconds, columns scaled to unit norm. A calibration adds a *prior*: each
+constant's relative distance from the shipped set's, weighed so that only what the
+timings pin firmly moves far from it.
 
 Then :func:`refine` rescales the constants, jointly across algorithms, for the regret of
 the picks they make on the timings (the least-squares fit judges each algorithm's
@@ -33,7 +35,8 @@ from convlab.dispatch.calibration import store
 # Margins tried for each algorithm given to fit_margins: 0 to 20% in steps of 1%.
 MARGIN_GRID = tuple(step / 100 for step in range(21))
 
-METHOD = ("NNLS on relative error, per algorithm, Winograd's GEMM and U stream shared; "
+METHOD = ("NNLS on relative error, per algorithm, Winograd's GEMM and U stream shared, "
+          "a calibration's held near the shipped constants (prior); "
           "then rescaled for a soft regret of the picks (refine); margins on MARGIN_GRID "
           "by in-sample regret")
 
@@ -107,7 +110,9 @@ def family(algorithm: str) -> str:
 
 
 def fit(timings: Iterable[Timing],
-        fallback: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> Fit:
+        fallback: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+        prior: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+        prior_weight: float = 0.0) -> Fit:
     """Per algorithm and thread count: non-negative constants minimising the sum over
     timings of (estimate / measured - 1)^2 / (timings of its algorithm in its group).
 
@@ -121,7 +126,12 @@ def fit(timings: Iterable[Timing],
     for each shared term and their own for the others: the same sum, over all of them.
 
     ``fallback`` (a set's ``constants``) gives the constant of a term that no timing
-    counts; without it such a term gets 0."""
+    counts; without it such a term gets 0.
+
+    ``prior`` (a set's ``constants``) adds, for each of its non-zero constants, the term
+    ``prior_weight * (constant / prior's - 1)^2`` to the sum: a constant moves from the
+    prior's only as far as the timings pull it, so one that few timings pin, or that
+    trades off against another along a direction the timings hardly see, stays near it."""
     timings = [t for t in timings if t.seconds > 0]
     result = Fit()
     for kin, threads in sorted({(family(t.algorithm), t.threads) for t in timings}):
@@ -138,13 +148,21 @@ def fit(timings: Iterable[Timing],
                      dtype=float).reshape(len(mine), len(columns))
         group_size = Counter((t.algorithm, t.group) for t in mine)
         root_weight = np.array([group_size[(t.algorithm, t.group)] ** -0.5 for t in mine])
-        # Columns scaled to unit norm so NNLS sees a well-conditioned problem.
+        target = np.ones(len(mine))
+        if prior is not None and prior_weight > 0:
+            anchors = _prior_rows(columns, members, prior, threads)
+            a = np.vstack([a, anchors])
+            root_weight = np.concatenate([root_weight,
+                                          np.full(len(anchors), prior_weight ** 0.5)])
+            target = np.concatenate([target, np.ones(len(anchors))])
+        # Columns scaled to unit norm so NNLS sees a well-conditioned problem; a column
+        # that only the prior counts is not pinned by the timings.
+        pinned = np.linalg.norm(a[:len(mine)], axis=0) > 0
         scale = np.linalg.norm(a, axis=0)
-        pinned = scale > 0
-        scale[~pinned] = 1.0
-        x, _ = nnls(a / scale * root_weight[:, None], root_weight)
+        scale[scale == 0] = 1.0
+        x, _ = nnls(a / scale * root_weight[:, None], target * root_weight)
         x = x / scale
-        ratio_all = a @ x
+        ratio_all = a[:len(mine)] @ x
         for name in members:
             values, unpinned = {}, []
             for n in terms_of[name]:
@@ -163,6 +181,23 @@ def fit(timings: Iterable[Timing],
                 len(ratio), float(np.median(ratio)), float(np.percentile(ratio, 10)),
                 float(np.percentile(ratio, 90)), float(np.sqrt(np.mean((ratio - 1) ** 2))))
     return result
+
+
+def _prior_rows(columns, members, prior, threads: int) -> np.ndarray:
+    """One row per column whose prior constant is non-zero: 1 / that constant in its
+    column, so that the row times the constants is the constant over the prior's."""
+    rows = []
+    for k, (owner, name) in enumerate(columns):
+        value = 0.0
+        for member in ([owner] if owner is not None else members):
+            value = float(store.constants_at(prior.get(member, {}), threads).get(name, 0.0))
+            if value > 0:
+                break
+        if value > 0:
+            row = np.zeros(len(columns))
+            row[k] = 1.0 / value
+            rows.append(row)
+    return np.array(rows, dtype=float).reshape(len(rows), len(columns))
 
 
 PREPARATION_METHOD = ("NNLS on the relative gap between one-shot and plan timings, per "

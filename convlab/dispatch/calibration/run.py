@@ -201,6 +201,16 @@ class Calibration:
                 f"{p['wall_s']:.1f} s (budget {p['budget_s']:g} s): {self.path}")
 
 
+# How strongly a calibration's fit holds each constant to the shipped set's (see
+# fit.fit's ``prior``): a minute of timings pins some constants only weakly, and noise
+# then moved them far. Refitting three calibrations' timings on an AMD EPYC Zen 3 (AVX2,
+# 2 threads), the fit's held-out regret was 1.054 / 1.053 / 1.056 without it and 1.033 /
+# 1.047 / 1.051 at 10 (mean 1.044, as at 30; 1.046 at 1 and 3, 1.045 at 100), against
+# the shipped set's 1.033 / 1.043 / 1.040. The first then keeps its fit, which predicts
+# VGG-19's regret 1.017 / 1.08 where the shipped set's is 1.064 / 1.60
+# (bench/results/calibration_prior_2026-11-28_zen3-avx2.txt).
+PRIOR_WEIGHT = 10.0
+
 # The shipped set is kept only when its geo-mean regret on the calibration's timings is
 # lower than the held-out fit's by more than this. A tie keeps the fit, which describes
 # this machine: the worst case does not break it, since holding problems out inflates the
@@ -402,7 +412,8 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
                     for name in priced}
 
     def fitted_on(subset):
-        result = fit.fit(subset, fallback=shipped["constants"])
+        result = fit.fit(subset, fallback=shipped["constants"], prior=shipped["constants"],
+                         prior_weight=PRIOR_WEIGHT)
         for name in priced:
             if name not in result.constants:  # no problem the budget left ran it
                 result.constants[name] = {str(n_threads): dict(shipped_here[name])}

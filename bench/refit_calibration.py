@@ -1,0 +1,110 @@
+"""Refit stored calibrations' timings with other prior weights, and score each fit.
+
+    python bench/refit_calibration.py --prior-weights 0,1,3,10,30 \\
+        --suite bench/results/vgg_19_2026-11-28_zen3-avx2-calibrated5.csv ... \\
+        CALIBRATION.json [CALIBRATION.json ...]
+
+A calibration file (``python -m convlab calibrate``) keeps the median time of every
+contender it timed. For each file and each weight this rebuilds those timings (the cost
+hooks of this checkout count their terms), fits the constants as ``convlab.calibrate``
+does with that prior weight (:data:`convlab.dispatch.calibration.run.PRIOR_WEIGHT`), and
+prints the regret the calibration judges the fit by (each problem held out of the fit)
+beside the shipped set's, and, with ``--suite``, the regret the fit's picks would have
+on those bench CSVs (``bench/regret_analysis.py``'s prediction), so that a weight is
+chosen on what the calibration can see and checked on the networks it serves.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import regret_analysis  # noqa: E402
+
+from convlab.dispatch.calibration import design, fit, run, store  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("calibrations", nargs="+", help="calibration JSON files")
+    parser.add_argument("--prior-weights", default="0,10",
+                        help="comma-separated prior weights to fit with")
+    parser.add_argument("--suite", action="append", default=[], dest="suites",
+                        help="a bench CSV to predict the fit's regret on (repeatable)")
+    return parser.parse_args(argv)
+
+
+def stored_timings(path):
+    """The calibration's one-shot and rotated-plan medians as fit.Timing rows, the
+    shipped set of its ISA level, and the algorithms it priced."""
+    data = json.loads(pathlib.Path(path).read_text())
+    threads = int(data["key"]["threads"])
+    medians = {(problem, mode, name): seconds
+               for problem, mode, name, seconds, _ in data["provenance"]["medians"]}
+    shipped = store.shipped(store.shipped_level_for(str(data["key"]["isa"])))
+    priced = list(shipped["constants"])
+    timings = []
+    for problem in design.problems():
+        if problem.name not in data["provenance"]["problems"]:
+            continue
+        for c in run._contenders(problem, threads, priced):
+            seconds = medians.get((c.problem, c.mode, c.algorithm))
+            if seconds is not None and c.mode != run.ALONE:
+                timings.append(fit.Timing(c.algorithm, threads, c.terms, seconds,
+                                          group=c.case, case=c.case, contender=c.contender))
+    return timings, shipped, priced, threads
+
+
+def fitter(shipped, priced, threads, prior_weight):
+    """Constants fitted on a subset of timings, the way convlab.calibrate fits them."""
+    here = {name: dict(store.constants_at(shipped["constants"][name], threads))
+            for name in priced}
+
+    def fitted_on(subset):
+        result = fit.fit(subset, fallback=shipped["constants"], prior=shipped["constants"],
+                         prior_weight=prior_weight)
+        for name in priced:
+            result.constants.setdefault(name, {str(threads): dict(here[name])})
+        return fit.refine(subset, result.constants)
+    return fitted_on
+
+
+def suite_regret(constants_set, suites, threads):
+    """regret_analysis's predicted regret per suite CSV: {suite: (geo-mean, worst)}."""
+    summary = regret_analysis.analyse(suites, constants_set, threads, 1.15, False)[0]
+    return {suite: (geo, worst) for suite, _, geo, worst, _ in summary}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    weights = [float(w) for w in args.prior_weights.split(",")]
+    for path in args.calibrations:
+        timings, shipped, priced, threads = stored_timings(path)
+        margins = dict(shipped.get("selection_margins", {}))
+        base = fit.regret_summary(timings, shipped["constants"], margins)
+        print(f"{path}: {len(timings)} timings at {threads} threads; shipped set's regret "
+              f"{base['geo_mean']:.4f} / {base['worst']:.2f}")
+        if args.suites:
+            shown = suite_regret(shipped, args.suites, threads)
+            print("  shipped      suites " + "  ".join(
+                f"{s} {g:.3f}/{w:.2f}" for s, (g, w) in shown.items()))
+        for weight in weights:
+            fitted_on = fitter(shipped, priced, threads, weight)
+            held_out = fit.summary_of(fit.held_out_regrets(timings, fitted_on).values())
+            line = (f"  prior {weight:<6g} held out {held_out['geo_mean']:.4f} / "
+                    f"{held_out['worst']:.2f}")
+            if args.suites:
+                fitted = json.loads(json.dumps(shipped))
+                fitted["constants"] = fitted_on(timings)
+                shown = suite_regret(fitted, args.suites, threads)
+                line += "  suites " + "  ".join(f"{s} {g:.3f}/{w:.2f}"
+                                                for s, (g, w) in shown.items())
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
