@@ -59,20 +59,6 @@ def stored_timings(path):
     return timings, shipped, priced, threads
 
 
-def fitter(shipped, priced, threads, prior_weight):
-    """Constants fitted on a subset of timings, the way convlab.calibrate fits them."""
-    here = {name: dict(store.constants_at(shipped["constants"][name], threads))
-            for name in priced}
-
-    def fitted_on(subset):
-        result = fit.fit(subset, fallback=shipped["constants"], prior=shipped["constants"],
-                         prior_weight=prior_weight)
-        for name in priced:
-            result.constants.setdefault(name, {str(threads): dict(here[name])})
-        return fit.refine(subset, result.constants)
-    return fitted_on
-
-
 def suite_regret(constants_set, suites, threads):
     """regret_analysis's predicted regret per suite CSV: {suite: (geo-mean, worst)}."""
     summary = regret_analysis.analyse(suites, constants_set, threads, 1.15, False)[0]
@@ -93,13 +79,14 @@ def main(argv=None):
             print("  shipped      suites " + "  ".join(
                 f"{s} {g:.3f}/{w:.2f}" for s, (g, w) in shown.items()))
         for weight in weights:
-            fitted_on = fitter(shipped, priced, threads, weight)
-            held_out = fit.summary_of(fit.held_out_regrets(timings, fitted_on).values())
+            fitted_on = run.fitter(shipped, priced, threads, weight)
+            held_out = fit.summary_of(fit.held_out_regrets(
+                timings, lambda subset: fitted_on(subset).constants).values())
             line = (f"  prior {weight:<6g} held out {held_out['geo_mean']:.4f} / "
                     f"{held_out['worst']:.2f}")
             if args.suites:
                 fitted = json.loads(json.dumps(shipped))
-                fitted["constants"] = fitted_on(timings)
+                fitted["constants"] = fitted_on(timings).constants
                 shown = suite_regret(fitted, args.suites, threads)
                 line += "  suites " + "  ".join(f"{s} {g:.3f}/{w:.2f}"
                                                 for s, (g, w) in shown.items())

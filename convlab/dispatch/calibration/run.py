@@ -211,6 +211,25 @@ class Calibration:
 # (bench/results/calibration_prior_2026-11-28_zen3-avx2.txt).
 PRIOR_WEIGHT = 10.0
 
+def fitter(shipped: dict, priced, threads: int, prior_weight: float = PRIOR_WEIGHT):
+    """A function of a list of timings that fits them as a calibration does: least squares
+    held near the ``shipped`` set by ``prior_weight``, then refined for its picks; an
+    algorithm of ``priced`` that no timing ran keeps the shipped constants."""
+    from convlab.dispatch.calibration import fit  # SciPy's optimizer: loaded when needed only
+
+    def fitted_on(subset):
+        result = fit.fit(subset, fallback=shipped["constants"], prior=shipped["constants"],
+                         prior_weight=prior_weight)
+        for name in priced:
+            if name not in result.constants:  # no problem the budget left ran it
+                here = store.constants_at(shipped["constants"][name], threads)
+                result.constants[name] = {str(threads): dict(here)}
+                result.unpinned[name] = {str(threads): list(here)}
+        result.constants = fit.refine(subset, result.constants)
+        return result
+    return fitted_on
+
+
 # The shipped set is kept only when its geo-mean regret on the calibration's timings is
 # lower than the held-out fit's by more than this. A tie keeps the fit, which describes
 # this machine: the worst case does not break it, since holding problems out inflates the
@@ -410,17 +429,7 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     timings = measured.timings()
     shipped_here = {name: dict(store.constants_at(shipped["constants"][name], n_threads))
                     for name in priced}
-
-    def fitted_on(subset):
-        result = fit.fit(subset, fallback=shipped["constants"], prior=shipped["constants"],
-                         prior_weight=PRIOR_WEIGHT)
-        for name in priced:
-            if name not in result.constants:  # no problem the budget left ran it
-                result.constants[name] = {str(n_threads): dict(shipped_here[name])}
-                result.unpinned[name] = {str(n_threads): list(shipped_here[name])}
-        result.constants = fit.refine(subset, result.constants)
-        return result
-
+    fitted_on = fitter(shipped, priced, n_threads)
     fitted = fitted_on(timings)
     shipped_margins = dict(shipped.get("selection_margins", {}))
     margins, _ = fit.fit_margins(timings, fitted.constants, list(shipped_margins))
