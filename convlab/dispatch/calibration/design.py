@@ -173,8 +173,8 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "few_in_channels_1x1 alone sets where writing dst is all the work", EXTRA),
     DesignProblem("dense_3x3_112", "mb1ic64ih112oc64oh112kh3ph1",
                   "3x3 on a large image (VGG-19's conv1_2 at a quarter of its size): "
-                  "Winograd's per-tile terms over 3136 to 12544 tiles, where the small "
-                  "layers' fixed costs weigh nothing", EXTRA),
+                  "Winograd's per-tile terms over 361 (F(6)) to 3136 (F(2)) tiles, where the "
+                  "small layers' fixed costs weigh nothing", EXTRA),
     DesignProblem("dense_3x3_14_160", "mb1ic160ih14oc160oh14kh3ph1",
                   "3x3 on 14x14 with 160 channels (GoogLeNet's inception_4*): Winograd's "
                   "fixed and weight-transform costs against direct's", EXTRA),

@@ -211,6 +211,7 @@ class Calibration:
 # (bench/results/calibration_prior_2026-11-28_zen3-avx2.txt).
 PRIOR_WEIGHT = 10.0
 
+
 def fitter(shipped: dict, priced, threads: int, prior_weight: float = PRIOR_WEIGHT):
     """A function of a list of timings that fits them as a calibration does: least squares
     held near the ``shipped`` set by ``prior_weight``, then refined for its picks; an
