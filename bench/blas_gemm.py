@@ -12,6 +12,12 @@ im2col panel (group 0), timed at 1 and 2 BLAS threads through
 
 in alternating blocks in one process (medians of ``--rounds`` blocks). This is the
 measurement behind convlab/runtime/blas.py's choice of library.
+
+``--depths 9,27,54,108`` times the product at these depths in place of the layer's own
+(same rows and output channels) and fits ``time = a * (depth + h)`` over them per library
+and thread count: h is the depth at which the GEMM runs at half its deep rate, which the
+im2col cost model's ``gemm_output_passes`` term prices (convlab/strategies/im2col.py,
+GEMM_HALF_RATE_DIM).
 """
 from __future__ import annotations
 
@@ -60,7 +66,10 @@ def main(argv=None) -> int:
     parser.add_argument("--suite", default="resnet_50")
     parser.add_argument("--layers", default="res5a_branch2b,res4a_branch2b,res3a_branch2b")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--depths", default="",
+                        help="comma-separated GEMM depths to time in place of the layer's")
     args = parser.parse_args(argv)
+    depths = [int(d) for d in args.depths.split(",") if d]
 
     openblas = blas.load_openblas()
     if openblas is None:
@@ -75,30 +84,52 @@ def main(argv=None) -> int:
     for layer in select_layers(shapes.load_suite(args.suite, mb=1), args.layers):
         problem = layer.problem(mb=1)
         rows = problem.batch * problem.output_size
-        depth = problem.kernel_size * problem.in_channels_per_group
         cols = problem.out_channels_per_group
-        rng = np.random.default_rng(0)
-        a = rng.standard_normal((rows, depth)).astype(np.float32)
-        b = rng.standard_normal((depth, cols)).astype(np.float32)
-        c = np.empty((rows, cols), np.float32)
-        a_f, b_f = np.asfortranarray(a.T), np.asfortranarray(b.T)
-        calls = {"scipy": lambda: scipy_blas.sgemm(1.0, b_f, a_f),
-                 "scipy-openblas32": lambda: ours(a, b, c),
-                 "numpy": lambda: np.matmul(a, b, out=c)}
-        ours(a, b, c)
-        assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-2), "scipy-openblas32 sgemm_ is wrong"
-        for threads in (1, 2):
-            # every BLAS, scipy-openblas32 included (loaded before the controller looked)
-            with libraries.limit(limits=threads, user_api="blas"):
-                times = {name: [] for name in calls}
-                for _ in range(args.rounds):
-                    for name, call in calls.items():
-                        times[name].append(statistics.median(time_block(call, 10)))
-            medians = {name: statistics.median(v) * 1e3 for name, v in times.items()}
-            print(f"{layer.short_name:28s} {f'{rows}x{depth}x{cols}':>18s} {threads:3d} "
-                  f"{medians['scipy']:9.3f} {medians['scipy-openblas32']:12.3f} "
-                  f"{medians['numpy']:9.3f}")
+        by_depth = {}
+        for depth in depths or [problem.kernel_size * problem.in_channels_per_group]:
+            by_depth[depth] = time_product(layer.short_name, rows, depth, cols, ours,
+                                           libraries, args.rounds)
+        if len(by_depth) > 1:
+            print_half_rate_depths(by_depth)
     return 0
+
+
+def time_product(name, rows, depth, cols, ours, libraries, rounds):
+    """{(library, threads): median ms} of the rows x depth @ depth x cols product."""
+    out = {}
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((rows, depth)).astype(np.float32)
+    b = rng.standard_normal((depth, cols)).astype(np.float32)
+    c = np.empty((rows, cols), np.float32)
+    a_f, b_f = np.asfortranarray(a.T), np.asfortranarray(b.T)
+    calls = {"scipy": lambda: scipy_blas.sgemm(1.0, b_f, a_f),
+             "scipy-openblas32": lambda: ours(a, b, c),
+             "numpy": lambda: np.matmul(a, b, out=c)}
+    ours(a, b, c)
+    assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-2), "scipy-openblas32 sgemm_ is wrong"
+    for threads in (1, 2):
+        # every BLAS, scipy-openblas32 included (loaded before the controller looked)
+        with libraries.limit(limits=threads, user_api="blas"):
+            times = {lib: [] for lib in calls}
+            for _ in range(rounds):
+                for lib, call in calls.items():
+                    times[lib].append(statistics.median(time_block(call, 10)))
+        medians = {lib: statistics.median(v) * 1e3 for lib, v in times.items()}
+        print(f"{name:28s} {f'{rows}x{depth}x{cols}':>18s} {threads:3d} "
+              f"{medians['scipy']:9.3f} {medians['scipy-openblas32']:12.3f} "
+              f"{medians['numpy']:9.3f}")
+        out.update({(lib, threads): ms for lib, ms in medians.items()})
+    return out
+
+
+def print_half_rate_depths(by_depth):
+    """Least squares of time = a * depth + b per library and thread count; h = b / a."""
+    depths = np.array(sorted(by_depth), dtype=float)
+    for key in by_depth[int(depths[0])]:
+        times = np.array([by_depth[int(d)][key] for d in depths])
+        slope, intercept = np.polyfit(depths, times, 1)
+        print(f"  {key[0]} at {key[1]} thread(s): half-rate depth h = {intercept / slope:.1f} "
+              f"({slope * 1e3:.1f} us per unit of depth)")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ def parse_args(argv=None):
                         help="comma-separated prior weights to fit with")
     parser.add_argument("--suite", action="append", default=[], dest="suites",
                         help="a bench CSV to predict the fit's regret on (repeatable)")
+    parser.add_argument("--constants", action="append", default=[], metavar="ALGORITHM",
+                        help="also print this algorithm's fitted constants (repeatable)")
     return parser.parse_args(argv)
 
 
@@ -78,19 +80,30 @@ def main(argv=None):
             shown = suite_regret(shipped, args.suites, threads)
             print("  shipped      suites " + "  ".join(
                 f"{s} {g:.3f}/{w:.2f}" for s, (g, w) in shown.items()))
+        for name in args.constants:
+            print(f"  shipped      {name} {format_constants(shipped['constants'], name, threads)}")
         for weight in weights:
             fitted_on = run.fitter(shipped, priced, threads, weight)
             held_out = fit.summary_of(fit.held_out_regrets(
                 timings, lambda subset: fitted_on(subset).constants).values())
             line = (f"  prior {weight:<6g} held out {held_out['geo_mean']:.4f} / "
                     f"{held_out['worst']:.2f}")
+            constants = fitted_on(timings).constants
             if args.suites:
                 fitted = json.loads(json.dumps(shipped))
-                fitted["constants"] = fitted_on(timings).constants
+                fitted["constants"] = constants
                 shown = suite_regret(fitted, args.suites, threads)
                 line += "  suites " + "  ".join(f"{s} {g:.3f}/{w:.2f}"
                                                 for s, (g, w) in shown.items())
+            for name in args.constants:
+                line += f"\n    {name} {format_constants(constants, name, threads)}"
             print(line, flush=True)
+
+
+def format_constants(constants, name, threads):
+    """One algorithm's constants at ``threads``, in one line."""
+    return " ".join(f"{term}={value:.4g}" for term, value
+                    in store.constants_at(constants[name], threads).items())
 
 
 if __name__ == "__main__":

@@ -384,6 +384,43 @@ def test_cost_model_orders_im2col_and_direct_where_every_bench_run_agrees():
     assert im2col_cost(depthwise, 2).seconds > direct_cost(depthwise, 2).seconds
 
 
+@pytest.mark.parametrize("shape", [
+    ((1, 56, 56, 3), (3, 3, 3, 64), 1),      # 27 deep: the depth's share is large
+    ((1, 14, 14, 256), (1, 1, 256, 1024), 0),  # 1x1, output channels split (COLS)
+    ((1, 28, 28, 128), (3, 3, 128, 128), 1),  # 1152 deep
+])
+def test_the_gemm_depth_share_is_its_own_term(shape):
+    """gemm_output_passes is the GEMM's work over its depth, so that with the constant
+    GEMM_HALF_RATE_DIM x gemm_flops's it prices what the efficiency factor
+    d / (d + GEMM_HALF_RATE_DIM) of the depth did, and a fit can find another half-rate
+    depth; the rates on top of the GEMM's still see the depth's factor."""
+    src_shape, w_shape, pad = shape
+    problem = convlab.make_problem(src_shape, np.float32, w_shape, np.float32,
+                                   pads_begin=pad, pads_end=pad)
+    p = im2col.plan(problem, 2, small_gemm=False)
+    depth = min(problem.kernel_size * problem.in_channels_per_group, p.cols_per_block)
+    terms, details = im2col.cost_terms(problem, 2)
+    assert terms["gemm_output_passes"] == pytest.approx(terms["gemm_flops"] / depth)
+    half = im2col.GEMM_HALF_RATE_DIM
+    with_depth_factor = terms["gemm_flops"] * (depth + half) / depth
+    assert terms["gemm_flops"] + half * terms["gemm_output_passes"] == pytest.approx(
+        with_depth_factor)
+    for name in ("gather_gemm_flops", "gemv_flops", "small_gemm_flops"):
+        assert terms[name] in (0.0, pytest.approx(with_depth_factor))
+
+
+@pytest.mark.parametrize("level", ["avx512", "avx2", "baseline"])
+def test_the_shipped_sets_price_the_depth_share_as_they_were_fitted(level):
+    """Every shipped set was fitted with the depth's factor at GEMM_HALF_RATE_DIM, before
+    it became a term: its gemm_output_passes constant carries that factor, so that its
+    estimates are the ones it was fitted and checked with."""
+    from convlab.dispatch.calibration import store
+
+    for per_unit in store.shipped(level)["constants"]["im2col"].values():
+        assert per_unit["gemm_output_passes"] == pytest.approx(
+            im2col.GEMM_HALF_RATE_DIM * per_unit["gemm_flops"], rel=1e-3)
+
+
 def test_workspace_limit_settings():
     previous = im2col.get_workspace_limit()
     try:

@@ -562,6 +562,13 @@ def _supports(problem):
 # at batch 8: 6: 1.025 / 1.020, 12: 1.023 / 1.003, 16: 1.020 / 1.014, 24: 1.021 / 1.017,
 # 48: 1.035 / 1.069. 24 and 16 had auto run im2col on 1x1 layers at batch 8 where direct
 # was 6-17% faster (res4a_branch2c, res5a_branch2c, res5b_branch2a); 12 did not.
+#
+# The depth's share is a cost term of its own rather than a factor: work / (d / (d + h)) is
+# work + h * work / d, so ``gemm_output_passes`` (work / d: each pass of a GEMM over its
+# output block) with the constant h x gemm_flops's is the same estimate, and a fit finds
+# each machine's h. The shipped sets carry 12 x gemm_flops's constant; on an AVX2-only
+# Zen 3, OpenBLAS's sgemm reaches half its deep rate at depth 23-32, and calibrations
+# there fit h = 14-22 (bench/results/im2col_output_passes_2026-11-28_zen3-avx2.txt).
 GEMM_HALF_RATE_DIM = 12.0
 
 
@@ -582,8 +589,9 @@ def cost_terms(problem, threads) -> dict:
     ocg = problem.out_channels_per_group
     if p.mode == MODE_COLS:
         ocg = max(1, ocg // p.oc_blocks)
-    efficiency = (_efficiency(ocg) * _efficiency(min(width, p.cols_per_block))
-                  * _efficiency(min(p.rows, m_total)))
+    depth = min(width, p.cols_per_block)
+    # the depth's share of the efficiency is gemm_output_passes (see GEMM_HALF_RATE_DIM)
+    efficiency = _efficiency(ocg) * _efficiency(min(p.rows, m_total))
     parallel = min(p.threads, p.chunks * _ceil_div(problem.groups, p.groups_per_task)
                    if p.mode == MODE_ROWS else p.threads)
     if p.path == PATH_DIRECT:
@@ -593,43 +601,49 @@ def cost_terms(problem, threads) -> dict:
     else:
         unfold_bytes = m_total * width * problem.groups * itemsize
     calls = p.chunks * problem.groups * p.reduction_blocks * p.oc_blocks * p.tap_slabs
-    depth = min(width, p.cols_per_block) // p.tap_slabs
+    call_depth = depth // p.tap_slabs
     # Calls within SMALL_GEMM_MNK (which OpenBLAS runs unpacked) have a fixed cost of
     # their own, and another again where each first fills a panel: 100 groups of a
     # 15 x 4 x 4 GEMM on the input as it lies take 22 us in all (the 1d suite's 1x1
     # 1d_gconv_channel-block-4), where a constant for every call put them at 440 us.
-    small = min(p.rows, m_total) * ocg * depth <= SMALL_GEMM_MNK
+    small = min(p.rows, m_total) * ocg * call_depth <= SMALL_GEMM_MNK
     in_place = small and p.path == PATH_DIRECT
     # BLAS packs its B operand (the weights block) on every call: costly when few rows
     # share it (res5*, short 1-D sequences); tap slabs pack a slab each. Small calls,
     # which read it in place, are counted too: every shipped set was fitted so.
-    packed_bytes = calls * depth * ocg * itemsize
+    packed_bytes = calls * call_depth * ocg * itemsize
     multiplied = problem.flops * (1.0 - padded_row_fraction(problem) if p.tap_slabs > 1
                                   else 1.0)
     # float64 GEMM does half the multiply-adds per vector instruction
+    gemm_flops = multiplied * itemsize / 4 / (efficiency * parallel)
     terms = {**cost_model.FIXED_TERMS,
-             "gemm_flops": multiplied * itemsize / 4 / (efficiency * parallel),
+             "gemm_flops": gemm_flops,
+             "gemm_output_passes": gemm_flops / depth,
              "unfold_bytes": unfold_bytes / p.threads,
              "gemm_calls": 0.0 if small else calls / p.threads,
              "small_gemm_calls": calls / p.threads if small and not in_place else 0.0,
              "small_in_place_gemm_calls": calls / p.threads if in_place else 0.0,
              "packed_weight_bytes": packed_bytes / p.threads}
+    # the rates below come on top of the GEMM's, and were fitted to its work with the
+    # depth's share in it
+    full_gemm_flops = gemm_flops / _efficiency(depth)
     # A strided 1x1's GEMM on its gathered rows runs at its own rate: with the shared
     # constant the model put it 13-20% faster than measured at batch 8 (res3a_branch1,
     # res4a_branch1, res5a_branch1: 6.9 ms estimated, 8.4-8.6 ms measured;
     # bench/results/cost_timings_mb8_2026-11-25_86fe200_run*.csv), so auto chose it over
     # direct, which was 10% faster there, as on most gathered layers at batch 1.
-    terms["gather_gemm_flops"] = terms["gemm_flops"] if p.path == PATH_GATHER else 0.0
+    terms["gather_gemm_flops"] = full_gemm_flops if p.path == PATH_GATHER else 0.0
     # One output channel per group makes each GEMM a matrix-vector product, which runs
     # at its own, memory-bound rate: depthwise 3x3 on 64 channels of 56x56 takes 4.0 ms
     # where the GEMM rate puts it at 1.3 ms (Intel Xeon family 6 model 207, 2 threads,
     # bench/results/design_timings_avx512_2026-11-27_xeon-emr_fft16.csv).
-    terms["gemv_flops"] = terms["gemm_flops"] if ocg == 1 else 0.0
+    terms["gemv_flops"] = full_gemm_flops if ocg == 1 else 0.0
     # the unpacked kernel's own rate, on top of the packed one's (the terms stay those of
     # the packed plan: docs/selection.md, "Selection margins")
-    terms["small_gemm_flops"] = terms["gemm_flops"] if small and ocg > 1 else 0.0
+    terms["small_gemm_flops"] = full_gemm_flops if small and ocg > 1 else 0.0
     details = {"path": PATH_NAMES[p.path], "mode": MODE_NAMES[p.mode], "threads": p.threads,
-               "gemm_efficiency": round(efficiency, 3), "gemm_calls": calls,
+               "gemm_efficiency": round(efficiency * _efficiency(depth), 3),
+               "gemm_calls": calls,
                "workspace_mb": round(p.work_elements * itemsize / 2**20, 2)}
     return terms, details
 
