@@ -171,6 +171,11 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "3 input channels, 3x3 stride 1 on a large image (VGG-19 conv1_1, "
                   "3d_unet conv_1): direct's dense_flops against dst_bytes, which "
                   "few_in_channels_1x1 alone sets where writing dst is all the work", EXTRA),
+    DesignProblem("gray_3x3_224", "mb1ic1ih224oc32oh224kh3ph1",
+                  "1 input channel, 3x3 on a 224x224 image (a grayscale network's first "
+                  "layer): with rgb_3x3_112, two problems where direct's dst_bytes and "
+                  "im2col's gemm_output_passes are most of the time, so that each still "
+                  "pins them when the other is held out", EXTRA),
     DesignProblem("dense_3x3_112", "mb1ic64ih112oc64oh112kh3ph1",
                   "3x3 on a large image (VGG-19's conv1_2 at a quarter of its size): "
                   "Winograd's per-tile terms over 361 (F(6)) to 3136 (F(2)) tiles, where the "
