@@ -25,7 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import regret_analysis  # noqa: E402
 
-from convlab.dispatch.calibration import design, fit, run, store  # noqa: E402
+from convlab.dispatch.calibration import fit, run, store  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -41,24 +41,12 @@ def parse_args(argv=None):
 
 
 def stored_timings(path):
-    """The calibration's one-shot and rotated-plan medians as fit.Timing rows, the
-    shipped set of its ISA level, and the algorithms it priced."""
+    """The calibration's timings as fit rows, the shipped set of its ISA level, the
+    algorithms it priced and its thread count."""
     data = json.loads(pathlib.Path(path).read_text())
-    threads = int(data["key"]["threads"])
-    medians = {(problem, mode, name): seconds
-               for problem, mode, name, seconds, _ in data["provenance"]["medians"]}
     shipped = store.shipped(store.shipped_level_for(str(data["key"]["isa"])))
-    priced = list(shipped["constants"])
-    timings = []
-    for problem in design.problems():
-        if problem.name not in data["provenance"]["problems"]:
-            continue
-        for c in run._contenders(problem, threads, priced):
-            seconds = medians.get((c.problem, c.mode, c.algorithm))
-            if seconds is not None and c.mode != run.ALONE:
-                timings.append(fit.Timing(c.algorithm, threads, c.terms, seconds,
-                                          group=c.case, case=c.case, contender=c.contender))
-    return timings, shipped, priced, threads
+    return run.stored_timings(data), shipped, list(shipped["constants"]), int(
+        data["key"]["threads"])
 
 
 def suite_regret(constants_set, suites, threads):

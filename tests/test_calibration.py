@@ -764,6 +764,35 @@ def test_a_fit_whose_picks_regret_more_keeps_the_shipped_set(cache, monkeypatch)
     assert "shipped set kept" in cost_model.describe_constants(THREADS)
 
 
+def test_a_stored_calibration_gives_back_the_timings_it_was_fitted_to(cache, monkeypatch):
+    """run.stored_timings rebuilds, from a calibration file's medians, the rows its fit
+    saw (the plans' own blocks left out), so that bench/refit_calibration.py can fit them
+    again with other settings."""
+    fake_timing(monkeypatch)
+    seen = []
+    real_fit = fit.fit
+
+    def recording_fit(timings, **kwargs):
+        seen.append(list(timings))
+        return real_fit(timings, **kwargs)
+
+    monkeypatch.setattr(fit, "fit", recording_fit)
+    result = convlab.calibrate(budget_s=5, threads=THREADS)
+    rebuilt = run.stored_timings(result.data)
+
+    def rows(timings):
+        return sorted((t.case, t.algorithm, t.contender, round(t.seconds, 12),
+                       tuple(sorted(t.terms.items()))) for t in timings)
+
+    fitted_to = seen[0]  # the full fit comes first, then the held-out folds'
+    assert rebuilt and all(t.threads == THREADS for t in rebuilt)
+    # medians are stored to 4 significant digits
+    assert [r[:3] for r in rows(rebuilt)] == [r[:3] for r in rows(fitted_to)]
+    for a, b in zip(rows(rebuilt), rows(fitted_to)):
+        assert a[3] == pytest.approx(b[3], rel=1e-3)
+        assert a[4] == b[4]
+
+
 def test_a_fit_whose_picks_regret_no_more_is_stored():
     """The rule itself: the shipped set is kept only when its geo-mean regret is lower by
     more than 0.1%; a tie keeps the fit, whatever the worst cases."""

@@ -99,7 +99,12 @@ class Contender:
 
     @property
     def case(self) -> str:
-        return self.problem if self.mode == "oneshot" else f"{self.problem}:{self.mode}"
+        return case_name(self.problem, self.mode)
+
+
+def case_name(problem: str, mode: str) -> str:
+    """A timing's case: the problem's name, and the mode after a ":" unless one-shot."""
+    return problem if mode == "oneshot" else f"{problem}:{mode}"
 
 
 def first_call_seconds(contender: Contender) -> float:
@@ -212,6 +217,12 @@ class Calibration:
 PRIOR_WEIGHT = 10.0
 
 
+def shipped_at(shipped: dict, priced, threads: int) -> dict[str, dict[str, float]]:
+    """The ``shipped`` set's constants of each ``priced`` algorithm at ``threads`` (copies)."""
+    return {name: dict(store.constants_at(shipped["constants"][name], threads))
+            for name in priced}
+
+
 def fitter(shipped: dict, priced, threads: int, prior_weight: float = PRIOR_WEIGHT):
     """A function of a list of timings that fits them as a calibration does: least squares
     held near the ``shipped`` set by ``prior_weight``, then refined for its picks; an
@@ -221,10 +232,9 @@ def fitter(shipped: dict, priced, threads: int, prior_weight: float = PRIOR_WEIG
     def fitted_on(subset):
         result = fit.fit(subset, fallback=shipped["constants"], prior=shipped["constants"],
                          prior_weight=prior_weight)
-        for name in priced:
+        for name, here in shipped_at(shipped, priced, threads).items():
             if name not in result.constants:  # no problem the budget left ran it
-                here = store.constants_at(shipped["constants"][name], threads)
-                result.constants[name] = {str(threads): dict(here)}
+                result.constants[name] = {str(threads): here}
                 result.unpinned[name] = {str(threads): list(here)}
         result.constants = fit.refine(subset, result.constants)
         return result
@@ -278,15 +288,21 @@ def _check_budget(budget_s) -> float:
     return float(budget_s)
 
 
-def _contenders(problem: design.DesignProblem, threads: int, priced) -> list[Contender]:
-    """Every priced algorithm that runs the problem, one-shot, and as a plan if asked."""
-    from convlab.ops._convolve import convolve
-    from convlab.ops._plan import Convolution
+@dataclass(frozen=True)
+class Priced:
+    """What the cost model counts for one algorithm on one design problem, called one way."""
 
-    layer = problem.layer()
-    conv = layer.problem()
-    src, weights, _ = layer.arrays(seed=0)
-    kwargs = layer.convolve_kwargs()
+    algorithm: str
+    mode: str  # "oneshot", "plan" (in the rotation) or ALONE (a plan's own blocks)
+    terms: Mapping[str, float]
+    contender: bool  # an auto contender there (precision="default")
+    estimated: float  # seconds, by the constants in force
+
+
+def priced_calls(problem: design.DesignProblem, threads: int, priced) -> list[Priced]:
+    """Every priced algorithm that runs the problem, one-shot, and as a plan if asked (a
+    plan's terms leave out the weight preparation it did when it was built)."""
+    conv = problem.layer().problem()
     out = []
     for name in priced:
         algorithm = registry.get_algorithm(name)
@@ -295,17 +311,62 @@ def _contenders(problem: design.DesignProblem, threads: int, priced) -> list[Con
         estimate = algorithm.cost(conv, threads)
         terms = dict(estimate.inputs["terms"])
         contender = select.precision_excludes(algorithm, "default", conv) is None
-        out.append(Contender(problem.name, name, "oneshot", functools.partial(
-            convolve, src, weights, algorithm=name, threads=threads, **kwargs),
-            terms, contender, cost_model.seconds(estimate)))
+        out.append(Priced(name, "oneshot", terms, contender, cost_model.seconds(estimate)))
         if problem.plan:
-            plan = Convolution(weights, algorithm=name, threads=threads, **kwargs)
             prepared = {t: (0.0 if t in cost_model.PREPARATION_TERMS else v)
                         for t, v in terms.items()}
             for mode in ("plan", ALONE):
-                out.append(Contender(problem.name, name, mode, functools.partial(plan, src),
-                                     prepared, contender, cost_model.seconds(estimate, True)))
+                out.append(Priced(name, mode, prepared, contender,
+                                  cost_model.seconds(estimate, True)))
     return out
+
+
+def _contenders(problem: design.DesignProblem, threads: int, priced) -> list[Contender]:
+    """The calls :func:`priced_calls` prices, ready to time on the problem's arrays."""
+    from convlab.ops._convolve import convolve
+    from convlab.ops._plan import Convolution
+
+    layer = problem.layer()
+    src, weights, _ = layer.arrays(seed=0)
+    kwargs = layer.convolve_kwargs()
+    plans: dict[str, Callable[..., object]] = {}
+    out = []
+    for p in priced_calls(problem, threads, priced):
+        if p.mode == "oneshot":
+            call = functools.partial(convolve, src, weights, algorithm=p.algorithm,
+                                     threads=threads, **kwargs)
+        else:  # one plan serves the rotation and its own blocks
+            if p.algorithm not in plans:
+                plans[p.algorithm] = Convolution(weights, algorithm=p.algorithm,
+                                                 threads=threads, **kwargs)
+            call = functools.partial(plans[p.algorithm], src)
+        out.append(Contender(problem.name, p.algorithm, p.mode, call, p.terms, p.contender,
+                             p.estimated))
+    return out
+
+
+def stored_timings(data: Mapping) -> list:
+    """A stored calibration's one-shot and rotated-plan medians (its provenance) as
+    :class:`convlab.dispatch.calibration.fit.Timing` rows at its thread count, with the
+    terms this convlab's cost hooks count, so that they can be fitted again."""
+    from convlab.dispatch.calibration import fit
+
+    threads = int(data["key"]["threads"])
+    provenance = data["provenance"]
+    medians = {(problem, mode, name): seconds
+               for problem, mode, name, seconds, _ in provenance["medians"]}
+    shipped = store.shipped(store.shipped_level_for(str(data["key"]["isa"])))
+    timings = []
+    for problem in design.problems():
+        if problem.name not in provenance["problems"]:
+            continue
+        for p in priced_calls(problem, threads, list(shipped["constants"])):
+            seconds = medians.get((problem.name, p.mode, p.algorithm))
+            if seconds is not None and p.mode != ALONE:
+                case = case_name(problem.name, p.mode)
+                timings.append(fit.Timing(p.algorithm, threads, p.terms, seconds,
+                                          group=case, case=case, contender=p.contender))
+    return timings
 
 
 @dataclass
@@ -428,8 +489,6 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     bar.update("fitting", force=True)
     load_after = _load_average()
     timings = measured.timings()
-    shipped_here = {name: dict(store.constants_at(shipped["constants"][name], n_threads))
-                    for name in priced}
     fitted_on = fitter(shipped, priced, n_threads)
     fitted = fitted_on(timings)
     shipped_margins = dict(shipped.get("selection_margins", {}))
@@ -446,7 +505,7 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
         # it was chosen for its picks on them. A short budget leaves noise in the fit:
         # where the shipped set picks better, keeping it is the better calibration.
         constants = {name: {str(n_threads): per_unit}
-                     for name, per_unit in shipped_here.items()}
+                     for name, per_unit in shipped_at(shipped, priced, n_threads).items()}
         margins = shipped_margins
     # the plans' own blocks were not fitted to: the constants' errors on them are out of
     # sample
