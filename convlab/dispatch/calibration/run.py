@@ -332,6 +332,7 @@ def _contenders(problem: design.DesignProblem, threads: int, priced) -> list[Con
     plans: dict[str, Callable[..., object]] = {}
     out = []
     for p in priced_calls(problem, threads, priced):
+        call: Callable[[], object]
         if p.mode == "oneshot":
             call = functools.partial(convolve, src, weights, algorithm=p.algorithm,
                                      threads=threads, **kwargs)
