@@ -60,7 +60,8 @@ WORKSPACE_BYTES = 16 * 2**20
 # of it: 1 MiB of the 2 MiB L2 it was first timed on; this CPU's L2, 2 MiB where the OS
 # does not say), large enough that each GEMM has rows to amortise its call (a few timings
 # of res2a/res3a/VGG-19 layers).
-BLOCK_BYTES_PER_THREAD = cpu.cache_bytes("L2", 2 * 2**20) // 2
+L2_BYTES = cpu.cache_bytes("L2", 2 * 2**20)
+BLOCK_BYTES_PER_THREAD = L2_BYTES // 2
 MIN_BLOCK_TILES = 16
 # Chunks to aim for when there are enough tiles, so that this many threads can share them.
 PARALLEL_CHUNKS = 8
@@ -87,9 +88,16 @@ SHARED_MIN_SLICE_BYTES_2D_F2 = 0
 # blocks (bench/results/shared_tiles_2026-11-25.txt, bench/results/shared_blocks_2026-11-25.txt).
 SHARED_MAX_TILES_2D = 256
 
-# One tile's transform buffer holds P * channel_chunk elements; this many keeps the two
-# buffers in L1/L2 while the vector loops stay long.
-TRANSFORM_BUFFER_ELEMENTS = 4096
+# One tile's generic transform (3-D, and 1-D) works through two buffers of P *
+# channel_chunk values each, one pass per axis; each may take this many bytes, a quarter
+# of the core's L2, so that the pair stays in it while a pass covers as many channels as
+# it can. Chunks cut to 16 channels (16 KiB buffers, the earlier bound) made every pass
+# revisit a tile's P planes once per chunk: on an AVX2-only Zen 3 (512 KiB of L2, so
+# 128 KiB buffers) one-shot 3-D F(4) took 0.46-0.74x its time on layers of more than 16
+# channels (geo-mean 0.65 over eight layers of the 3d and 3-D U-Net suites; the U-Net's
+# conv_3 287 -> 172 ms), F(6) 0.48-0.82x (0.72), F(2) 0.60-0.97x (0.88), and F(4) capped
+# at baseline 0.79x (bench/results/winograd_transform_chunk_2026-11-28_zen3-avx2.txt).
+TRANSFORM_BUFFER_BYTES = L2_BYTES // 4
 CHANNEL_ALIGN = 16
 
 # A first run transforms the weights inside the GEMM stage (see fused_weights) when a
@@ -405,7 +413,7 @@ def total_tiles(m: int, problem) -> int:
 def channel_chunk(m: int, problem) -> int:
     """Channels transformed together: a multiple of 16 whose buffers fit the target."""
     widest = max(problem.in_channels_per_group, problem.out_channels_per_group)
-    chunk = TRANSFORM_BUFFER_ELEMENTS // positions(m, problem.rank)
+    chunk = TRANSFORM_BUFFER_BYTES // (positions(m, problem.rank) * problem.dtype.itemsize)
     chunk = max(CHANNEL_ALIGN, chunk // CHANNEL_ALIGN * CHANNEL_ALIGN)
     return min(chunk, widest)
 
