@@ -37,6 +37,8 @@ def parse_args(argv=None):
                         help="a bench CSV to predict the fit's regret on (repeatable)")
     parser.add_argument("--constants", action="append", default=[], metavar="ALGORITHM",
                         help="also print this algorithm's fitted constants (repeatable)")
+    parser.add_argument("--unrefined", action="store_true",
+                        help="also fit each weight without the refining step")
     return parser.parse_args(argv)
 
 
@@ -70,12 +72,13 @@ def main(argv=None):
                 f"{s} {g:.3f}/{w:.2f}" for s, (g, w) in shown.items()))
         for name in args.constants:
             print(f"  shipped      {name} {format_constants(shipped['constants'], name, threads)}")
-        for weight in weights:
-            fitted_on = run.fitter(shipped, priced, threads, weight)
+        for weight, refined in [(w, r) for w in weights
+                                for r in ((True, False) if args.unrefined else (True,))]:
+            fitted_on = run.fitter(shipped, priced, threads, weight, refined)
             held_out = fit.summary_of(fit.held_out_regrets(
                 timings, lambda subset: fitted_on(subset).constants).values())
-            line = (f"  prior {weight:<6g} held out {held_out['geo_mean']:.4f} / "
-                    f"{held_out['worst']:.2f}")
+            line = (f"  prior {weight:<6g}{'' if refined else ' unrefined'} held out "
+                    f"{held_out['geo_mean']:.4f} / {held_out['worst']:.2f}")
             constants = fitted_on(timings).constants
             if args.suites:
                 fitted = json.loads(json.dumps(shipped))

@@ -223,10 +223,11 @@ def shipped_at(shipped: dict, priced, threads: int) -> dict[str, dict[str, float
             for name in priced}
 
 
-def fitter(shipped: dict, priced, threads: int, prior_weight: float = PRIOR_WEIGHT):
+def fitter(shipped: dict, priced, threads: int, prior_weight: float = PRIOR_WEIGHT,
+           refined: bool = True):
     """A function of a list of timings that fits them as a calibration does: least squares
-    held near the ``shipped`` set by ``prior_weight``, then refined for its picks; an
-    algorithm of ``priced`` that no timing ran keeps the shipped constants."""
+    held near the ``shipped`` set by ``prior_weight``, then (``refined``) refined for its
+    picks; an algorithm of ``priced`` that no timing ran keeps the shipped constants."""
     from convlab.dispatch.calibration import fit  # SciPy's optimizer: loaded when needed only
 
     def fitted_on(subset):
@@ -236,7 +237,8 @@ def fitter(shipped: dict, priced, threads: int, prior_weight: float = PRIOR_WEIG
             if name not in result.constants:  # no problem the budget left ran it
                 result.constants[name] = {str(threads): here}
                 result.unpinned[name] = {str(threads): list(here)}
-        result.constants = fit.refine(subset, result.constants)
+        if refined:
+            result.constants = fit.refine(subset, result.constants)
         return result
     return fitted_on
 
