@@ -91,12 +91,13 @@ SHARED_MAX_TILES_2D = 256
 # One tile's generic transform (3-D, and 1-D) works through two buffers of P *
 # channel_chunk values each, one pass per axis; each may take this many bytes, a quarter
 # of the core's L2, so that the pair stays in it while a pass covers as many channels as
-# it can. Chunks cut to 16 channels (16 KiB buffers, the earlier bound) made every pass
-# revisit a tile's P planes once per chunk: on an AVX2-only Zen 3 (512 KiB of L2, so
-# 128 KiB buffers) one-shot 3-D F(4) took 0.46-0.74x its time on layers of more than 16
-# channels (geo-mean 0.65 over eight layers of the 3d and 3-D U-Net suites; the U-Net's
-# conv_3 287 -> 172 ms), F(6) 0.48-0.82x (0.72), F(2) 0.60-0.97x (0.88), and F(4) capped
-# at baseline 0.79x (bench/results/winograd_transform_chunk_2026-11-28_zen3-avx2.txt).
+# it can. The earlier bound, 16 KiB a buffer, cut 3-D F(4) and F(6) to 16 channels a
+# pass (F(2) to 64), so each tile ran its passes once per chunk: on an AVX2-only Zen 3
+# (512 KiB of L2, so 128 KiB buffers) one-shot 3-D F(4) took 0.46-0.74x its time on
+# layers of more than 16 channels (geo-mean 0.65 over eight layers of the 3d and 3-D
+# U-Net suites; the U-Net's conv_3 287 -> 172 ms), F(6) 0.48-0.82x (0.72), F(2)
+# 0.60-0.97x (0.88), and F(4) capped at baseline 0.79x
+# (bench/results/winograd_transform_chunk_2026-11-28_zen3-avx2.txt).
 TRANSFORM_BUFFER_BYTES = L2_BYTES // 4
 CHANNEL_ALIGN = 16
 
