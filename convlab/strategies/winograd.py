@@ -44,7 +44,7 @@ from convlab.dispatch import cost_model
 from convlab.dispatch.registry import get_algorithm, register_algorithm
 from convlab.runtime import _buffers as buffers, cpu
 from convlab.runtime.threads import effective_threads
-from convlab.strategies import winograd_transforms as wt
+from convlab.strategies import schedule_trials, winograd_transforms as wt
 from convlab.strategies.kernels import _winograd
 
 TILE_SIZES = (2, 4, 6)
@@ -86,6 +86,8 @@ SHARED_MIN_SLICE_BYTES_2D_F2 = 0
 # (geo-mean 0.89-0.91 in two runs), F(6) 0.85-0.97; on the 16-tile (one block) 14x14
 # layers 0.74-1.17 and on VGG-19 conv2_1 (784 tiles) 1.04-1.06, which keep per-thread
 # blocks (bench/results/shared_tiles_2026-11-25.txt, bench/results/shared_blocks_2026-11-25.txt).
+# That was a Zen 4; on a Zen 3 the 56x56 layers ran the other way, so a plan's runs time
+# both splits where only this rule makes them share (other_split, schedule_trials).
 SHARED_MAX_TILES_2D = 256
 
 # One tile's generic transform (3-D, and 1-D) works through two buffers of P *
@@ -256,8 +258,8 @@ class PreparedWeights:
     recomputation when a result is not finite.
     """
 
-    __slots__ = ("transform", "problem", "canonical", "level", "runs", "_transformed",
-                 "_lock", "_other_levels")
+    __slots__ = ("transform", "problem", "canonical", "level", "runs", "splits",
+                 "_transformed", "_lock", "_other_levels")
 
     def __init__(self, transform: wt.Transform, problem, canonical: np.ndarray, level: int,
                  transformed: np.ndarray | None = None):
@@ -266,6 +268,8 @@ class PreparedWeights:
         self.canonical = canonical
         self.level = level
         self.runs = 0
+        # per (problem, threads): shared or per-thread blocks, where that choice is open
+        self.splits = schedule_trials.ScheduleTrials()
         self._transformed = transformed
         self._lock = threading.Lock()
         self._other_levels: dict[int, PreparedWeights] = {}
@@ -432,16 +436,27 @@ class Blocking:
 
 
 def blocking(m: int, problem, threads: int, workspace_bytes: int | None = None,
-             level: int | None = None) -> Blocking:
+             level: int | None = None, share_small_images: bool = True) -> Blocking:
     """The blocking of a run (see :func:`_blocking`) at GEMM ``level`` (default: the
     current one), remembered per problem."""
     budget = _workspace_bytes if workspace_bytes is None else workspace_bytes
     return _blocking(m, problem, threads, budget,
-                     current_gemm_level() if level is None else level)
+                     current_gemm_level() if level is None else level, share_small_images)
+
+
+def other_split(m: int, problem, threads: int, level: int, rule: Blocking) -> Blocking | None:
+    """The per-thread blocking when ``rule`` shares blocks only because the image is small
+    (``SHARED_MAX_TILES_2D``), else None: the choice a plan's runs try both ways
+    (:mod:`convlab.strategies.schedule_trials`)."""
+    if not rule.shared:
+        return None
+    other = blocking(m, problem, threads, level=level, share_small_images=False)
+    return None if other.shared else other
 
 
 @functools.lru_cache(maxsize=256)
-def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blocking:
+def _blocking(m: int, problem, threads: int, budget: int, level: int,
+              share_small_images: bool = True) -> Blocking:
     """The blocking of a run.
 
     Nothing but the thread count used depends on ``threads``: every GEMM then gets the
@@ -451,7 +466,8 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blockin
     ``PARALLEL_CHUNKS`` blocks when there are tiles for it. When that leaves fewer than
     ``SHARED_MIN_ROWS`` rows per GEMM while a U slice is large or the image is small
     (``SHARED_MAX_TILES_2D``), the threads share blocks
-    as large as the workspace bound holds instead. Threads that the blocks or the bound
+    as large as the workspace bound holds instead (without ``share_small_images``, the
+    small image alone does not make them share). Threads that the blocks or the bound
     cannot keep busy are not started. A block's rows are padded to whole GEMM micro-tiles
     and M's channels to whole panels; the bound counts the padding.
     """
@@ -483,7 +499,7 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int) -> Blockin
     block = _even(tiles, min(rows_within(budget - buffers, per_row), preferred, spread, tiles))
     min_slice = (SHARED_MIN_SLICE_BYTES_2D_F2 if m == 2 and problem.rank == 2
                  else SHARED_MIN_SLICE_BYTES)
-    small_image = (problem.rank == 2 and problem.groups == 1
+    small_image = (share_small_images and problem.rank == 2 and problem.groups == 1
                    and MIN_BLOCK_TILES < tiles <= SHARED_MAX_TILES_2D)
     if block < SHARED_MIN_ROWS and (small_image or icg * ocg * itemsize >= min_slice):
         if _fusable(m, problem):
@@ -602,7 +618,8 @@ def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads,
     bts, ats, _ = lifted_transforms(prepared.transform, r, problem.dtype)
     b = blocking(m, problem, threads, level=prepared.level)
     pads = (0,) * (MAX_RANK - r) + tuple(problem.pads_begin)
-    if prepared.first_run() and fused_weights(m, problem, b):
+    first = prepared.first_run()
+    if first and fused_weights(m, problem, b):
         _, _, gs = lifted_transforms(prepared.transform, r, problem.dtype)
         _, nr = _winograd.gemm_layout(prepared.level, problem.dtype)
         panels = fused_panels(m, problem, prepared.level)
@@ -617,12 +634,22 @@ def run_prepared(problem, src, prepared: PreparedWeights, bias, dst, threads,
             panels, packed)
         del packed
     else:
-        u = (prepared.transformed(b.threads, by_position=True)
-             if b.shared and _splits_by_position(problem) else prepared.transformed(threads))
-        nonfinite = _winograd.conv_winograd(
-            _lifted(src, r), u, bias, _lifted(dst, r), *bts,
-            *ats, pads, b.block, b.channel_chunk, b.threads, b.shared, prepared.level,
-            epilogue=epilogue)
+        def run_with(b: Blocking) -> bool:
+            u = (prepared.transformed(b.threads, by_position=True)
+                 if b.shared and _splits_by_position(problem)
+                 else prepared.transformed(threads))
+            return _winograd.conv_winograd(
+                _lifted(src, r), u, bias, _lifted(dst, r), *bts,
+                *ats, pads, b.block, b.channel_chunk, b.threads, b.shared, prepared.level,
+                epilogue=epilogue)
+
+        # a one-shot run (the first) follows the rule; later ones try the other split too
+        other = None if first else other_split(m, problem, threads, prepared.level, b)
+        if other is None:
+            nonfinite = run_with(b)
+        else:
+            nonfinite = prepared.splits.run(
+                (problem, threads), lambda rule: run_with(b if rule else other))
     if nonfinite:
         direct = get_algorithm("direct")
         direct.run(problem, src, direct.prepare_weights(problem, prepared.canonical), bias,
