@@ -67,19 +67,21 @@ static inline Py_ssize_t wg_gemm_vector_bytes(int level)
 
 #define WG_REAL float
 #define WG_SUFFIX f
-#define WG_IVEC wg_ivec_f
-typedef int32_t wg_ivec_f __attribute__((vector_size(64)));
+#define WG_LOW_HALF 0, 1, 2, 3, 4, 5, 6, 7
+#define WG_HIGH_HALF 8, 9, 10, 11, 12, 13, 14, 15
 #include "winograd_template.h"
-#undef WG_IVEC
+#undef WG_LOW_HALF
+#undef WG_HIGH_HALF
 #undef WG_REAL
 #undef WG_SUFFIX
 
 #define WG_REAL double
 #define WG_SUFFIX d
-#define WG_IVEC wg_ivec_d
-typedef int64_t wg_ivec_d __attribute__((vector_size(64)));
+#define WG_LOW_HALF 0, 1, 2, 3
+#define WG_HIGH_HALF 4, 5, 6, 7
 #include "winograd_template.h"
-#undef WG_IVEC
+#undef WG_LOW_HALF
+#undef WG_HIGH_HALF
 #undef WG_REAL
 #undef WG_SUFFIX
 

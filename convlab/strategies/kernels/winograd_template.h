@@ -66,6 +66,18 @@ typedef WG_REAL WG_FN(wg_vec) __attribute__((vector_size(64), aligned(sizeof(WG_
 #define WG_VEC WG_FN(wg_vec)
 #define WG_VL ((Py_ssize_t)(64 / sizeof(WG_REAL)))
 
+/* *(WG_VEC *)p = v, as two 32-byte halves where the compiler can split it: GCC 12 stored a
+ * whole 64-byte vector at x86-64-v3 through the stack, 8 bytes at a time. */
+#if defined(__clang__) || __GNUC__ >= 12
+typedef WG_REAL WG_FN(wg_half) __attribute__((vector_size(32), aligned(sizeof(WG_REAL))));
+#define WG_STORE_VEC(p, v) do { \
+        *(WG_FN(wg_half) *)(p) = __builtin_shufflevector((v), (v), WG_LOW_HALF); \
+        *(WG_FN(wg_half) *)((p) + WG_VL / 2) = __builtin_shufflevector((v), (v), WG_HIGH_HALF); \
+    } while (0)
+#else
+#define WG_STORE_VEC(p, v) (*(WG_VEC *)(p) = (v))
+#endif
+
 /* g[0]*a + g[1]*b + g[2]*c: one step of G w G^T, in the one order both weight paths use.
  * (A macro: a function returning a 64-byte vector draws ABI warnings outside AVX-512.) */
 #define WG_W_DOT3(g, a, b, c) ((g)[0] * (a) + (g)[1] * (b) + (g)[2] * (c))
@@ -398,7 +410,7 @@ WG_PER_LEVEL int WG_FN(wg_output_tiles_body)(
         WG_REAL *first = dst + (((n * O0 + origin[0]) * O1 + origin[1]) * O2 + origin[2]) * OC
                          + g * OCg;
         if (fast) {
-            WG_IVEC bad = {0};
+            WG_VEC bad = {0};  /* 0, or NaN in a lane that met Inf or NaN */
             for (Py_ssize_t c = 0; c < OCg; c += WG_VL) {
                 const Py_ssize_t lanes = (OCg - c) < WG_VL ? (OCg - c) : WG_VL;
                 const WG_REAL *Mp = Mt + c;
@@ -657,4 +669,5 @@ WG_PER_LEVEL void WG_FN(wg_weight_row_body)(
 #undef WG_MAX_COEFFS
 #undef WG_VEC
 #undef WG_VL
+#undef WG_STORE_VEC
 #undef WG_FN
