@@ -50,7 +50,8 @@ static inline __attribute__((always_inline)) void WG_FA(wg_in2d)(
  * Mp + (k*A + l) * pos_stride and A^T's (A - 2) x A entries as vectors in at. *bad
  * accumulates s - s, which is 0 for a finite s and NaN for Inf or NaN: a vector add,
  * where a compare of 64-byte vectors at AVX2 was lowered lane by lane (16 scalar compares
- * and branches per output pixel, 20-25% of an output transform's time). */
+ * and branches per output pixel, 20-25% of an output transform's time;
+ * bench/results/winograd_output_store_2026-11-28_zen3-avx2.txt). */
 static inline __attribute__((always_inline)) void WG_FA(wg_out2d)(
     const WG_REAL *Mp, Py_ssize_t pos_stride, const WG_VEC *restrict at, WG_VEC bias,
     WG_REAL *out, Py_ssize_t ys, Py_ssize_t xs, Py_ssize_t e0, Py_ssize_t e1, WG_VEC *bad)

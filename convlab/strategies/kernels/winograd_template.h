@@ -67,7 +67,8 @@ typedef WG_REAL WG_FN(wg_vec) __attribute__((vector_size(64), aligned(sizeof(WG_
 #define WG_VL ((Py_ssize_t)(64 / sizeof(WG_REAL)))
 
 /* *(WG_VEC *)p = v, as two 32-byte halves where the compiler can split it: GCC 12 stored a
- * whole 64-byte vector at x86-64-v3 through the stack, 8 bytes at a time. */
+ * whole 64-byte vector at x86-64-v3 through the stack, 8 bytes at a time
+ * (bench/results/winograd_output_store_2026-11-28_zen3-avx2.txt). */
 #if defined(__clang__) || __GNUC__ >= 12
 typedef WG_REAL WG_FN(wg_half) __attribute__((vector_size(32), aligned(sizeof(WG_REAL))));
 #define WG_STORE_VEC(p, v) do { \
