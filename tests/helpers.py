@@ -283,3 +283,16 @@ def temporary_algorithm(run, **options):
 # {file name: executed notebook}: test_notebooks.py fills it as it runs the tutorials, and
 # test_render_notebooks.py renders those instead of executing them a second time.
 EXECUTED_NOTEBOOKS: dict = {}
+
+
+class FakeClock:
+    """A ``time.perf_counter`` stand-in for timing code under test: seconds pass only when
+    the test moves ``now``; ``reads`` counts the calls."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.reads = 0
+
+    def __call__(self):
+        self.reads += 1
+        return self.now

@@ -18,6 +18,7 @@ import convlab
 from convlab.dispatch import cost_model, measure, registry, select
 from tests.helpers import (
     ALGORITHMS,
+    FakeClock,
     assert_matches_reference,
     call_from_threads,
     problem_of,
@@ -32,18 +33,6 @@ def _tensors(rng, batch=1):
     return random_tensors(rng, batch=batch, in_channels=4, out_channels=6, groups=1,
                           input_shape=(7, 6), kernel_shape=(3, 3), dtype="float32",
                           data_format="NXC", weights_format="XIO", bias=True)
-
-
-class FakeClock:
-    """``measure.clock``: seconds that pass only when a test algorithm runs."""
-
-    def __init__(self):
-        self.now = 0.0
-        self.reads = 0
-
-    def __call__(self):
-        self.reads += 1
-        return self.now
 
 
 @pytest.fixture

@@ -10,16 +10,8 @@ import pytest
 
 import convlab
 from convlab.strategies import schedule_trials, winograd
-from tests.helpers import assert_matches_reference
+from tests.helpers import FakeClock, assert_matches_reference
 from tests.test_winograd import CASES, TILE, VARIANTS, make_case
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 @pytest.fixture
