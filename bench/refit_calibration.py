@@ -16,6 +16,7 @@ chosen on what the calibration can see and checked on the networks it serves.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import pathlib
 import sys
@@ -60,6 +61,7 @@ def suite_regret(constants_set, suites, threads):
 def main(argv=None):
     args = parse_args(argv)
     weights = [float(w) for w in args.prior_weights.split(",")]
+    refinements = (True, False) if args.unrefined else (True,)
     for path in args.calibrations:
         timings, shipped, priced, threads = stored_timings(path)
         margins = dict(shipped.get("selection_margins", {}))
@@ -72,8 +74,7 @@ def main(argv=None):
                 f"{s} {g:.3f}/{w:.2f}" for s, (g, w) in shown.items()))
         for name in args.constants:
             print(f"  shipped      {name} {format_constants(shipped['constants'], name, threads)}")
-        for weight, refined in [(w, r) for w in weights
-                                for r in ((True, False) if args.unrefined else (True,))]:
+        for weight, refined in itertools.product(weights, refinements):
             fitted_on = run.fitter(shipped, priced, threads, weight, refined)
             held_out = fit.summary_of(fit.held_out_regrets(
                 timings, lambda subset: fitted_on(subset).constants).values())

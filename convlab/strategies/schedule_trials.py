@@ -65,7 +65,7 @@ class ScheduleTrials:
         result = call(schedule)
         seconds = clock() - begin
         with self._lock:
-            runs = self._times.setdefault(key, {True: [], False: []})
+            runs = self._times[key]  # created by _next
             runs[schedule].append(seconds)
             if key not in self._choices and all(len(r) >= TRIALS_EACH for r in runs.values()):
                 self._choices[key] = (statistics.median(runs[True])
