@@ -158,6 +158,32 @@ def test_network_totals_count_each_layer_times_its_multiplicity():
     assert "onnxrt/plan 2.40x" in text
 
 
+def test_network_ratios_show_their_spread_over_rounds():
+    once = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"net:once"')
+    twice = parse_descriptor('mb1ic4ih6oc8oh6kh1n"net:twice*2"')
+
+    def timed(label, rounds, kind="convlab"):
+        return bench_results.Contender(label, kind, times=[t for r in rounds for t in r],
+                                       round_times=rounds)
+
+    # round 1: plan 1 + 2 x 1 = 3, onnxrt 3 + 2 x 3 = 9 -> 3.0x;
+    # round 2: plan 2 + 2 x 2 = 6, onnxrt 3 + 2 x 1.5 = 6 -> 1.0x (medians within a round)
+    results = [
+        (once, [timed("plan", [[1.0], [2.0]]), timed("onnxrt", [[3.0], [3.0]], "onnxruntime")]),
+        (twice, [timed("plan", [[1.0, 0.9, 1.1], [2.0]]),
+                 timed("onnxrt", [[3.0], [1.0, 2.0]], "onnxruntime")]),
+    ]
+    assert bench_results.round_ratio_range(results, "onnxrt", "plan") == (1.0, 3.0)
+    text = "\n".join(tables.network_summary(results))
+    assert "onnxrt/plan" in text and "(1.00-3.00)" in text
+    # a contender timed in another number of rounds, or one round only: no spread
+    uneven = [(once, [timed("plan", [[1.0], [2.0]]), timed("onnxrt", [[3.0]], "onnxruntime")])]
+    assert bench_results.round_ratio_range(uneven, "onnxrt", "plan") is None
+    single = [(once, [timed("plan", [[1.0]]), timed("onnxrt", [[3.0]], "onnxruntime")])]
+    assert bench_results.round_ratio_range(single, "onnxrt", "plan") is None
+    assert "(" not in "\n".join(tables.network_summary(single)).split("ratios")[1].split(": ", 1)[1]
+
+
 def test_plan_regret_prefers_forced_plans_as_the_bar():
     one_shot = [_contender("direct", 2.0), _contender("winograd4", 1.5),
                 _contender("plan", 1.1, runs="winograd4")]

@@ -18,6 +18,9 @@ class Contender:
     why_not: str = ""
     to_nxc: Callable[[object], np.ndarray] = lambda result: result
     times: list[float] = field(default_factory=list)
+    # the same times by round of blocks (schedules "blocks" and "mixed"), for the spread of
+    # network totals from round to round
+    round_times: list[list[float]] = field(default_factory=list)
     error: float | None = None
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
     first_call: float | None = None  # a plan's first call (its choice, its preparation)
@@ -172,6 +175,29 @@ def network_seconds(results):
             elif totals.get(c.label, 0.0) is not None:
                 totals[c.label] = totals.get(c.label, 0.0) + c.median * layer.multiplicity
     return totals
+
+
+def round_ratio_range(results, peer: str, mine: str) -> tuple[float, float] | None:
+    """Lowest and highest of ``peer``'s network time over ``mine``'s, each round of blocks
+    on its own (every layer's median in that round, times its multiplicity, summed); None
+    unless both ran every layer in the same number of rounds, at least two."""
+    sums: dict[str, list[float]] = {}
+    for layer, contenders in results:
+        by_label = {c.label: c for c in contenders}
+        for label in (peer, mine):
+            c = by_label.get(label)
+            if c is None or not c.round_times or not all(c.round_times):
+                return None
+            rounds = [statistics.median(times) * layer.multiplicity for times in c.round_times]
+            previous = sums.setdefault(label, [0.0] * len(rounds))
+            if len(previous) != len(rounds):
+                return None
+            sums[label] = [a + b for a, b in zip(previous, rounds)]
+    if (not sums or len(sums[mine]) < 2 or len(sums[peer]) != len(sums[mine])
+            or min(sums[mine]) <= 0):
+        return None
+    ratios = [a / b for a, b in zip(sums[peer], sums[mine])]
+    return min(ratios), max(ratios)
 
 
 def fastest_seconds(results, pick) -> float | None:

@@ -24,6 +24,7 @@ from convlab.cli._bench_results import (
     plan_choice_regret,
     plan_regret,
     regret,
+    round_ratio_range,
 )
 from convlab.dispatch import cost_model, measure
 from convlab.runtime import cpu
@@ -293,7 +294,8 @@ def summary_rows(results, labels, ratio_labels, layout) -> list[str]:
 
 def network_summary(results) -> list[str]:
     """Network times (each layer's median x its multiplicity, summed) per contender, the
-    fastest algorithm per layer's, and the torch/convlab and onnxrt/plan ratios of them."""
+    fastest algorithm per layer's, and the torch/convlab and onnxrt/plan ratios of them,
+    each with its range over the rounds of blocks (round_ratio_range)."""
     seconds = network_seconds(results)
     complete = {label: t for label, t in seconds.items() if t is not None}
     parts = [f"{label} {t * 1e3:.2f} ms" for label, t in complete.items()]
@@ -311,9 +313,13 @@ def network_summary(results) -> list[str]:
     for peer, mine in [("torch", label) for label in complete if label not in
                        ("torch", "onnxrt", "matmul")] + [("onnxrt", "plan")]:
         if peer in complete and mine in complete and complete[mine] > 0:
-            ratios.append(f"{peer}/{mine} {complete[peer] / complete[mine]:.2f}x")
+            spread = round_ratio_range(results, peer, mine)
+            ratios.append(f"{peer}/{mine} {complete[peer] / complete[mine]:.2f}x"
+                          + ("" if spread is None else
+                             f" ({spread[0]:.2f}-{spread[1]:.2f})"))
     if ratios:
-        lines.append("network time ratios (above 1: convlab faster): " + ", ".join(ratios))
+        lines.append("network time ratios (above 1: convlab faster; in parentheses the "
+                     "range over rounds, each round's medians alone): " + ", ".join(ratios))
     return lines
 
 

@@ -331,13 +331,15 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
                         [c.call for c in unit], per_block, min_seconds=min_block_seconds,
                         seed=seed * rounds + index)):
                     contender.times.extend(times)
+                    contender.round_times.append(times)
         return contenders
     # Several rounds of blocks, contenders in alternating order: a slow spell of the
     # machine then falls on several contenders' blocks rather than on one contender.
     for index in range(rounds):
         for contender in runnable if index % 2 == 0 else runnable[::-1]:
-            contender.times.extend(time_block(contender.call, per_block,
-                                              min_seconds=min_block_seconds))
+            times = time_block(contender.call, per_block, min_seconds=min_block_seconds)
+            contender.times.extend(times)
+            contender.round_times.append(times)
     return contenders
 
 
