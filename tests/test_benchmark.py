@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import shutil
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -79,6 +80,17 @@ def test_settle_without_quiet_only_pauses():
     assert waited < 0.2
 
 
+def test_interleaved_schedule_keeps_each_call_as_a_round_of_its_own():
+    layer = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"tiny"')
+    contenders = benchmark.bench_layer(layer, ["direct", "im2col"], threads=1, repeats=3,
+                                       warmup=1, torch=None, onnx=None, ort=None, seed=0,
+                                       schedule="interleaved", rounds=1)
+    for contender in contenders:
+        assert [len(times) for times in contender.round_times] == [1, 1, 1], contender.label
+        assert contender.times == [t for (t,) in contender.round_times]
+        assert contender.median == statistics.median(contender.times)
+
+
 def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():
     layer = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"tiny"')
     labels = ["direct", "im2col", "auto", "plan", "plan:direct"]
@@ -88,6 +100,7 @@ def test_mixed_schedule_times_convlab_contenders_together_and_checks_them():
     assert [c.label for c in contenders] == labels
     for contender in contenders:
         # two rounds of two rotations each
+        assert [len(times) for times in contender.round_times] == [2, 2], contender.label
         assert len(contender.times) == 4, contender.label
         assert contender.ok and contender.error is not None, contender.label
         # plans: the first call is timed apart from the later ones
@@ -130,8 +143,9 @@ def test_gemm_share_summary_judges_gemm_bound_layers_apart():
 
 
 def _contender(label, seconds, kind="convlab", first_call=None, runs=""):
-    return bench_results.Contender(label, kind, times=[] if seconds is None else [seconds],
-                               first_call=first_call, runs=runs)
+    rounds = [] if seconds is None else [[seconds]]
+    return bench_results.Contender(label, kind, round_times=rounds, first_call=first_call,
+                                   runs=runs)
 
 
 def test_network_totals_count_each_layer_times_its_multiplicity():
@@ -163,8 +177,7 @@ def test_network_ratios_show_their_spread_over_rounds():
     twice = parse_descriptor('mb1ic4ih6oc8oh6kh1n"net:twice*2"')
 
     def timed(label, rounds, kind="convlab"):
-        return bench_results.Contender(label, kind, times=[t for r in rounds for t in r],
-                                       round_times=rounds)
+        return bench_results.Contender(label, kind, round_times=rounds)
 
     # round 1: plan 1 + 2 x 1 = 3, onnxrt 3 + 2 x 3 = 9 -> 3.0x;
     # round 2: plan 2 + 2 x 2 = 6, onnxrt 3 + 2 x 1.5 = 6 -> 1.0x (medians within a round)
@@ -315,12 +328,14 @@ def test_regret_against_what_auto_may_choose_is_reported_beside_the_plain_one():
     Contender, regret, plan_regret = (bench_results.Contender, bench_results.regret,
                                       bench_results.plan_regret)
     def layer_contenders(admissible_fast):
-        return [Contender("winograd4", "convlab", times=[2.0]),
-                Contender("winograd6", "convlab", times=[1.0], admissible=admissible_fast),
-                Contender("auto", "convlab", times=[2.0]),
-                Contender("plan", "convlab", times=[1.5], runs="winograd4"),
-                Contender("plan:winograd4", "convlab", times=[1.5]),
-                Contender("plan:winograd6", "convlab", times=[0.75], admissible=admissible_fast)]
+        def timed(label, seconds, **fields):
+            return Contender(label, "convlab", round_times=[[seconds]], **fields)
+        return [timed("winograd4", 2.0),
+                timed("winograd6", 1.0, admissible=admissible_fast),
+                timed("auto", 2.0),
+                timed("plan", 1.5, runs="winograd4"),
+                timed("plan:winograd4", 1.5),
+                timed("plan:winograd6", 0.75, admissible=admissible_fast)]
 
     excluded = layer_contenders(False)
     assert regret(excluded) == 2.0 and regret(excluded, admissible_only=True) == 1.0

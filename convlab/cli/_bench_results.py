@@ -17,9 +17,9 @@ class Contender:
     call: Callable[[], object] | None = None  # None: cannot run this layer
     why_not: str = ""
     to_nxc: Callable[[object], np.ndarray] = lambda result: result
-    times: list[float] = field(default_factory=list)
-    # the same times by round of blocks (schedules "blocks" and "mixed"), for the spread of
-    # network totals from round to round
+    # the timed calls, one list per round (a round of blocks, or one call each under the
+    # "interleaved" schedule): the median takes them all, the spread of network totals
+    # takes each round alone
     round_times: list[list[float]] = field(default_factory=list)
     error: float | None = None
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
@@ -29,6 +29,10 @@ class Contender:
     # An algorithm (one-shot or a forced plan) that auto may choose on this layer at
     # precision "default"; the second regret figures judge auto against those only.
     admissible: bool = True
+
+    @property
+    def times(self) -> list[float]:
+        return [t for times in self.round_times for t in times]
 
     @property
     def median(self) -> float | None:

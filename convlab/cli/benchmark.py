@@ -330,7 +330,6 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
                 for contender, times in zip(unit, time_rotation(
                         [c.call for c in unit], per_block, min_seconds=min_block_seconds,
                         seed=seed * rounds + index)):
-                    contender.times.extend(times)
                     contender.round_times.append(times)
         return contenders
     # Several rounds of blocks, contenders in alternating order: a slow spell of the
@@ -338,7 +337,6 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
     for index in range(rounds):
         for contender in runnable if index % 2 == 0 else runnable[::-1]:
             times = time_block(contender.call, per_block, min_seconds=min_block_seconds)
-            contender.times.extend(times)
             contender.round_times.append(times)
     return contenders
 
@@ -417,7 +415,7 @@ def plan_units(contenders) -> list[list]:
 def _time_once(contender) -> None:
     start = time.perf_counter()
     contender.call()
-    contender.times.append(time.perf_counter() - start)
+    contender.round_times.append([time.perf_counter() - start])
 
 
 def main(argv=None, prog=None) -> int:
@@ -442,7 +440,7 @@ def main(argv=None, prog=None) -> int:
                                  torch, onnx, ort, seed=index, schedule=args.schedule,
                                  rounds=args.rounds, min_block_seconds=args.min_block_time)
         if matmul is not None:
-            contenders.append(Contender("matmul", "gemm", times=[matmul[index]],
+            contenders.append(Contender("matmul", "gemm", round_times=[[matmul[index]]],
                                         checked=False))
         results.append((layer, contenders))
         print(layer_row(layer, name, contenders, labels, ratio_labels, layout), flush=True)
