@@ -142,10 +142,9 @@ def test_gemm_share_summary_judges_gemm_bound_layers_apart():
     assert "GEMM-bound" not in tables.gemm_share_summary([(0.4, "tiny", False)])
 
 
-def _contender(label, seconds, kind="convlab", first_call=None, runs=""):
+def _contender(label, seconds, kind="convlab", **fields):
     rounds = [] if seconds is None else [[seconds]]
-    return bench_results.Contender(label, kind, round_times=rounds, first_call=first_call,
-                                   runs=runs)
+    return bench_results.Contender(label, kind, round_times=rounds, **fields)
 
 
 def test_network_totals_count_each_layer_times_its_multiplicity():
@@ -325,17 +324,14 @@ def test_regret_against_what_auto_may_choose_is_reported_beside_the_plain_one():
     """Where an algorithm is faster but auto may not choose it on a layer (a Winograd tile
     past precision="default"'s error bound), the plain regret counts it and a second pair
     of lines judges auto and plans against the algorithms it may choose."""
-    Contender, regret, plan_regret = (bench_results.Contender, bench_results.regret,
-                                      bench_results.plan_regret)
+    regret, plan_regret = bench_results.regret, bench_results.plan_regret
     def layer_contenders(admissible_fast):
-        def timed(label, seconds, **fields):
-            return Contender(label, "convlab", round_times=[[seconds]], **fields)
-        return [timed("winograd4", 2.0),
-                timed("winograd6", 1.0, admissible=admissible_fast),
-                timed("auto", 2.0),
-                timed("plan", 1.5, runs="winograd4"),
-                timed("plan:winograd4", 1.5),
-                timed("plan:winograd6", 0.75, admissible=admissible_fast)]
+        return [_contender("winograd4", 2.0),
+                _contender("winograd6", 1.0, admissible=admissible_fast),
+                _contender("auto", 2.0),
+                _contender("plan", 1.5, runs="winograd4"),
+                _contender("plan:winograd4", 1.5),
+                _contender("plan:winograd6", 0.75, admissible=admissible_fast)]
 
     excluded = layer_contenders(False)
     assert regret(excluded) == 2.0 and regret(excluded, admissible_only=True) == 1.0

@@ -36,7 +36,8 @@ class Contender:
 
     @property
     def median(self) -> float | None:
-        return statistics.median(self.times) if self.times else None
+        times = self.times
+        return statistics.median(times) if times else None
 
     @property
     def ok(self) -> bool:
