@@ -113,6 +113,10 @@ def parse_args(argv=None):
                              "default every priced one) from the gap between each problem's "
                              "one-shot and plan timings, keeping the stored constants' "
                              "other terms")
+    parser.add_argument("--terms",
+                        help="comma-separated cost terms: refit only these (of --algorithms, "
+                             "default every priced one), keeping the stored set's other "
+                             "constants (see convlab.dispatch.calibration.fit.fit_terms)")
     parser.add_argument("--provisional",
                         help="with --algorithms and --write: a note, stored under the file's "
                              "'provisional' key for each of them, of why they must be "
@@ -209,17 +213,38 @@ def load_timings(paths):
     """Rows of stored timing CSVs; a layer, algorithm, thread count and mode timed in
     several runs becomes one row holding the median of its runs' seconds (a single run's
     timing of a small layer moves by up to 1.3x between runs, so the fit and its regret
-    read medians, not whichever run came first)."""
+    read medians, not whichever run came first). ``python -m convlab bench --csv`` files
+    are read too: their one-shot medians of the priced algorithms."""
     grouped = {}
     for path in paths:
         with open(path, newline="") as handle:
-            for r in csv.DictReader(handle):
+            for r in map(bench_row_as_timing, csv.DictReader(handle)):
+                if r is None:
+                    continue
                 key = (r["suite"], r["layer"], int(r["mb"]), int(r["threads"]), r["algorithm"],
                        r.get("mode") or "oneshot")
                 grouped.setdefault(key, []).append(float(r["seconds"]))
     return [dict(suite=suite, layer=layer, mb=mb, threads=threads, algorithm=name, mode=mode,
                  seconds=statistics.median(times), files=len(times))
             for (suite, layer, mb, threads, name, mode), times in grouped.items()]
+
+
+def bench_row_as_timing(row):
+    """A row of a timing CSV as it is; one of a bench CSV (contender, median_ms) as a
+    one-shot timing row, or None for a contender that is no priced algorithm (auto, plans,
+    peers) or did not run."""
+    if "algorithm" in row:
+        return row
+    name = row["contender"]
+    if not row.get("median_ms") or name not in cost_model_priced():
+        return None
+    return dict(suite=row["suite"], layer=row["layer"], mb=row["mb"], threads=row["threads"],
+                algorithm=name, mode="oneshot", seconds=float(row["median_ms"]) / 1e3)
+
+
+def cost_model_priced():
+    """The algorithms the shipped sets price (auto's contenders)."""
+    return {a.name for a in registry.registered() if a.auto}
 
 
 def problem_of(row):
@@ -370,6 +395,33 @@ def prepared_pairs(rows):
     return pairs
 
 
+def refit_terms(args, rows, timings, level, shipped_level, before, command, data):
+    """--terms: the stored set with the named terms of --algorithms refitted."""
+    names = [n for n in args.terms.split(",") if n]
+    refitted = fit.fit_terms([t for t in timings if _ONLY is None or t.algorithm in _ONLY],
+                             before["constants"], names)
+    if not refitted:
+        raise SystemExit(f"--terms: no algorithm has timings both counting and not counting "
+                         f"{', '.join(names)}")
+    print(f"\nrefit of {', '.join(names)}:")
+    for name, by_threads in refitted.items():
+        for threads, values in by_threads.items():
+            old = store.constants_at(before["constants"][name], int(threads))
+            print(f"  {name:10s} threads {threads}: " + ", ".join(
+                f"{t} {old.get(t, 0.0):.4g} -> {values[t]:.4g}" for t in names))
+    margins = before.get("selection_margins")
+    evaluate(rows, timings, before["constants"],
+             f"shipped {shipped_level} constants ({before['source'].get('date')})", margins)
+    merged = {**before["constants"], **refitted}
+    evaluate(rows, timings, merged, f"shipped {shipped_level} constants with {', '.join(names)} "
+             f"of {', '.join(sorted(refitted))} refitted (in-sample)", margins)
+    if args.write:
+        path = write_shipped(level, refitted, margins, command, data, only=set(refitted),
+                             provisional=args.provisional, method=fit.TERMS_METHOD)
+        print(f"\nwrote {path}")
+    return 0
+
+
 def refit_preparation(args, rows, timings, level, shipped_level, before, command, data):
     """--preparation: the stored set with its preparation terms refitted."""
     pairs = prepared_pairs(rows)
@@ -432,6 +484,9 @@ def main(argv=None):
         data = args.csv or "(not stored)"
         if args.csv:
             store_timings(args.csv, rows)
+    # A plan timed in blocks of its own repeats the rotation's plan timing under other
+    # caching, and the calibration fits without it too (run.stored_timings)
+    rows = [r for r in rows if r["mode"] != run.ALONE]
     timings = [timing_of(r) for r in rows]
 
     shipped_level = store.shipped_level_for(level)
@@ -439,6 +494,8 @@ def main(argv=None):
     if args.preparation:
         return refit_preparation(args, rows, timings, level, shipped_level, before, command,
                                  data)
+    if args.terms:
+        return refit_terms(args, rows, timings, level, shipped_level, before, command, data)
     fitted = fit.fit(relative_timings(timings, before["constants"]) if args.relative
                      else [t for t in timings if _ONLY is None or t.algorithm in _ONLY])
     if _ONLY is None:  # the picks weigh every algorithm against the others

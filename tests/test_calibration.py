@@ -549,6 +549,31 @@ def test_the_preparation_refit_recovers_preparation_from_the_one_shot_plan_gap()
     assert min(values.values()) >= 0.0
 
 
+def test_a_terms_refit_moves_only_the_named_terms_on_the_sets_scale():
+    # The stored set prices the 3-D extra at 3e-11 where it costs 1e-11; the machine runs
+    # the whole algorithm 1.5x slower than the set says. The refit brings the timings to
+    # the set's scale by the 2-D problems, recovers the 3-D constant, keeps the others.
+    stored = {"a": {"2": {"call": 2e-5, "flops": 1e-11, "flops_3d": 3e-11}}}
+    truth = {"call": 2e-5, "flops": 1e-11, "flops_3d": 1e-11}
+    rng = np.random.default_rng(5)
+    timings = []
+    for i in range(20):
+        work = float(10 ** rng.uniform(5, 9))
+        terms = {"call": 1.0, "flops": work, "flops_3d": work if i % 2 else 0.0}
+        seconds = 1.5 * sum(truth[t] * v for t, v in terms.items())
+        timings.append(fit.Timing("a", 2, terms, seconds, group=str(i), case=str(i)))
+    values = fit.fit_terms(timings, stored, ["flops_3d"])["a"]["2"]
+    assert values["flops_3d"] == pytest.approx(1e-11, rel=1e-3)
+    assert values["call"] == 2e-5 and values["flops"] == 1e-11
+    # the scale matters: without the 2-D problems there is none, and nothing is refitted
+    only_3d = [t for t in timings if t.terms["flops_3d"]]
+    assert fit.fit_terms(only_3d, stored, ["flops_3d"]) == {}
+    # a constant never goes negative, however cheap the timings say the terms are
+    cheap = [dataclasses.replace(t, seconds=t.seconds * 0.3) if t.terms["flops_3d"] else t
+             for t in timings]
+    assert fit.fit_terms(cheap, stored, ["flops_3d"])["a"]["2"]["flops_3d"] >= 0.0
+
+
 def test_a_prior_holds_what_the_timings_cannot_tell_apart_and_lets_the_rest_move():
     # "flops" and "bytes" grow together in every timing: the timings fix their sum, and
     # without a prior NNLS may split it any way; with one, the split stays near the
@@ -880,3 +905,31 @@ def test_the_demo_says_which_constants_it_used(cache, monkeypatch):
     cost_model.reload()
     note = demo.constants_note(THREADS)
     assert "calibrated on this machine" in note and "python -m convlab calibrate" not in note
+
+
+def test_the_offline_fit_reads_bench_csvs_as_one_shot_timings(tmp_path):
+    # bench/fit_cost_model.py --from-csv takes `python -m convlab bench --csv` files beside
+    # its own: each priced algorithm's one-shot median becomes a timing row; auto, plans,
+    # peers and contenders that did not run are left out.
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "fit_cost_model.py"
+    spec = importlib.util.spec_from_file_location("fit_cost_model_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    header = "suite,layer,mb,threads,contender,median_ms\n"
+    rows = ["resnet_50,resnet_50:res2a_branch2a,1,2,direct,0.2",
+            "resnet_50,resnet_50:res2a_branch2a,1,2,im2col,0.15",
+            "resnet_50,resnet_50:res2a_branch2a,1,2,auto,0.2",
+            "resnet_50,resnet_50:res2a_branch2a,1,2,plan:im2col,0.14",
+            "resnet_50,resnet_50:res2a_branch2a,1,2,torch,0.4",
+            "resnet_50,resnet_50:res2a_branch2a,1,2,winograd4,"]
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(header + "\n".join(rows) + "\n")
+    loaded = {r["algorithm"]: r for r in module.load_timings([str(csv_path)])}
+    assert sorted(loaded) == ["direct", "im2col"]
+    assert loaded["im2col"]["seconds"] == pytest.approx(0.15e-3)
+    assert loaded["im2col"]["mode"] == "oneshot" and loaded["im2col"]["threads"] == 2
+    problem = module.problem_of(loaded["direct"])
+    assert (problem.in_channels, problem.out_channels, problem.kernel_shape) == (64, 64, (1, 1))

@@ -257,6 +257,55 @@ def fit_preparation(pairs: Iterable[PreparedPair], constants,
     return out
 
 
+TERMS_METHOD = ("NNLS on relative error over the named terms only, per algorithm and thread "
+                "count, the set's other constants kept; each algorithm's timings first "
+                "scaled by the geo-mean of the set's estimate / measured over its timings "
+                "that count none of the named terms")
+
+
+def fit_terms(timings: Iterable[Timing], constants,
+              names: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each timed algorithm's constants (``constants``, a set's) with only the terms
+    ``names`` refitted, per thread count.
+
+    For a kernel rewritten after the set was fitted, whose work has terms of its own (the
+    3-D Winograd transforms beside the 2-D ones): the other terms keep the constants
+    fitted with every algorithm, and the timings are first brought to the set's scale,
+    algorithm by algorithm: divided by the geo-mean of measured / estimate over that
+    algorithm's timings that count none of ``names`` (a machine that runs the whole
+    algorithm 1.5x slower than the set's then moves the named terms only by what differs
+    between the two kinds of problem). Then the non-negative named constants minimising
+    the squared relative error over the timings that count them, each group weighing the
+    same. An algorithm without timings of both kinds keeps its constants."""
+    grouped: dict[tuple[str, int], list[Timing]] = {}
+    for t in timings:
+        if t.seconds > 0:
+            grouped.setdefault((t.algorithm, t.threads), []).append(t)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (name, threads), mine in sorted(grouped.items()):
+        values = dict(store.constants_at(constants[name], threads))
+        counting = [t for t in mine if any(t.terms.get(n, 0.0) for n in names)]
+        others = [t for t in mine if not any(t.terms.get(n, 0.0) for n in names)]
+        if not counting or not others:
+            continue
+        scale = geo_mean(t.seconds / e for t, e in zip(others, estimated(others, constants)))
+        kept = {n: 0.0 for n in names}
+        base = np.array(estimated(counting, {name: {str(threads): {**values, **kept}}}))
+        seconds = np.array([t.seconds / scale for t in counting])
+        a = design_matrix(counting, names) * scale
+        group_size = Counter(t.group for t in counting)
+        root_weight = np.array([group_size[t.group] ** -0.5 for t in counting])
+        norm = np.linalg.norm(a, axis=0)
+        pinned = norm > 0
+        norm[~pinned] = 1.0
+        x, _ = nnls(a / norm * root_weight[:, None], (1.0 - base / seconds) * root_weight)
+        for n, v, counted in zip(names, x / norm, pinned):
+            if counted:
+                values[n] = float(f"{v:.4g}")
+        out.setdefault(name, {})[str(threads)] = values
+    return out
+
+
 def estimated(timings: Sequence[Timing], constants) -> list[float]:
     """The model's seconds for each timing."""
     out = []
