@@ -153,6 +153,11 @@ DESIGN: tuple[DesignProblem, ...] = (
     # --- extra: common network shapes, when the budget allows -------------------------
     DesignProblem("reduce_1x1_56", "mb1ic256ih56oc64oh56kh1ph0",
                   "1x1 reducing 256 channels to 64", EXTRA),
+    DesignProblem("pointwise_56_narrow", "mb1ic64ih56oc64oh56kh1ph0",
+                  "1x1, 64 to 64 channels on 56x56 (ResNet-50's res2a_branch2a, GoogLeNet's "
+                  "conv2/3x3_reduce): src, dst and weights stay in L2 between calls, where "
+                  "BLAS ran 1.2-1.4x faster than direct on a Xeon whose design-fitted "
+                  "constants priced them the other way round", EXTRA),
     DesignProblem("reduce_1x1_28", "mb1ic512ih28oc128oh28kh1ph0",
                   "1x1 reducing 512 channels to 128", EXTRA),
     DesignProblem("expand_1x1_14", "mb1ic256ih14oc1024oh14kh1ph0",
