@@ -216,9 +216,10 @@ def load_timings(paths):
     read medians, not whichever run came first). ``python -m convlab bench --csv`` files
     are read too: their one-shot medians of the priced algorithms."""
     grouped = {}
+    priced = priced_algorithms()
     for path in paths:
         with open(path, newline="") as handle:
-            for r in map(bench_row_as_timing, csv.DictReader(handle)):
+            for r in (bench_row_as_timing(row, priced) for row in csv.DictReader(handle)):
                 if r is None:
                     continue
                 key = (r["suite"], r["layer"], int(r["mb"]), int(r["threads"]), r["algorithm"],
@@ -229,20 +230,20 @@ def load_timings(paths):
             for (suite, layer, mb, threads, name, mode), times in grouped.items()]
 
 
-def bench_row_as_timing(row):
+def bench_row_as_timing(row, priced):
     """A row of a timing CSV as it is; one of a bench CSV (contender, median_ms) as a
-    one-shot timing row, or None for a contender that is no priced algorithm (auto, plans,
+    one-shot timing row, or None for a contender that is not in ``priced`` (auto, plans,
     peers) or did not run."""
     if "algorithm" in row:
         return row
     name = row["contender"]
-    if not row.get("median_ms") or name not in cost_model_priced():
+    if not row.get("median_ms") or name not in priced:
         return None
     return dict(suite=row["suite"], layer=row["layer"], mb=row["mb"], threads=row["threads"],
                 algorithm=name, mode="oneshot", seconds=float(row["median_ms"]) / 1e3)
 
 
-def cost_model_priced():
+def priced_algorithms():
     """The algorithms the shipped sets price (auto's contenders)."""
     return {a.name for a in registry.registered() if a.auto}
 
@@ -408,7 +409,7 @@ def refit_terms(args, rows, timings, level, shipped_level, before, command, data
         for threads, values in by_threads.items():
             old = store.constants_at(before["constants"][name], int(threads))
             print(f"  {name:10s} threads {threads}: " + ", ".join(
-                f"{t} {old.get(t, 0.0):.4g} -> {values[t]:.4g}" for t in names))
+                f"{t} {old.get(t, 0.0):.4g} -> {values.get(t, 0.0):.4g}" for t in names))
     margins = before.get("selection_margins")
     evaluate(rows, timings, before["constants"],
              f"shipped {shipped_level} constants ({before['source'].get('date')})", margins)

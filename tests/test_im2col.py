@@ -409,11 +409,12 @@ def test_the_gemm_depth_share_is_its_own_term(shape):
         assert terms[name] in (0.0, pytest.approx(with_depth_factor))
 
 
-@pytest.mark.parametrize("level", ["avx512", "avx2", "baseline"])
+@pytest.mark.parametrize("level", ["avx2", "baseline"])
 def test_the_shipped_sets_price_the_depth_share_as_they_were_fitted(level):
-    """Every shipped set was fitted with the depth's factor at GEMM_HALF_RATE_DIM, before
-    it became a term: its gemm_output_passes constant carries that factor, so that its
-    estimates are the ones it was fitted and checked with."""
+    """The avx2 and baseline sets were fitted with the depth's factor at
+    GEMM_HALF_RATE_DIM, before it became a term: their gemm_output_passes constant carries
+    that factor, so that their estimates are the ones they were fitted and checked with.
+    (The avx512 set has since been refitted with the term free, as calibrations fit it.)"""
     from convlab.dispatch.calibration import store
 
     for per_unit in store.shipped(level)["constants"]["im2col"].values():

@@ -566,7 +566,8 @@ def _supports(problem):
 # The depth's share is a cost term of its own rather than a factor: work / (d / (d + h)) is
 # work + h * work / d, so ``gemm_output_passes`` (work / d: each pass of a GEMM over its
 # output block) with the constant h x gemm_flops's is the same estimate, and a fit finds
-# each machine's h. The shipped sets carry 12 x gemm_flops's constant; on an AVX2-only
+# each machine's h. The avx2 and baseline sets carry 12 x gemm_flops's constant (the
+# avx512 set's two-thread constants, refitted with the term, 15.7); on an AVX2-only
 # Zen 3, OpenBLAS's sgemm reaches half its deep rate at depth 23-32, and calibrations
 # there fit h = 14-22 (bench/results/im2col_output_passes_2026-11-28_zen3-avx2.txt).
 GEMM_HALF_RATE_DIM = 12.0
