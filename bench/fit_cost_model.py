@@ -410,15 +410,24 @@ def refit_terms(args, rows, timings, level, shipped_level, before, command, data
             old = store.constants_at(before["constants"][name], int(threads))
             print(f"  {name:10s} threads {threads}: " + ", ".join(
                 f"{t} {old.get(t, 0.0):.4g} -> {values.get(t, 0.0):.4g}" for t in names))
+    return compare_and_write(args, rows, timings, level, shipped_level, before, command, data,
+                             refitted, f"{', '.join(names)} of {', '.join(sorted(refitted))}",
+                             fit.TERMS_METHOD)
+
+
+def compare_and_write(args, rows, timings, level, shipped_level, before, command, data,
+                      refitted, what, method):
+    """The regret of the stored set and of the set with ``refitted`` (``what`` says which
+    constants) in it; with --write, store those alone."""
     margins = before.get("selection_margins")
     evaluate(rows, timings, before["constants"],
              f"shipped {shipped_level} constants ({before['source'].get('date')})", margins)
     merged = {**before["constants"], **refitted}
-    evaluate(rows, timings, merged, f"shipped {shipped_level} constants with {', '.join(names)} "
-             f"of {', '.join(sorted(refitted))} refitted (in-sample)", margins)
+    evaluate(rows, timings, merged, f"shipped {shipped_level} constants with {what} refitted "
+             f"(in-sample)", margins)
     if args.write:
         path = write_shipped(level, refitted, margins, command, data, only=set(refitted),
-                             provisional=args.provisional, method=fit.TERMS_METHOD)
+                             provisional=args.provisional, method=method)
         print(f"\nwrote {path}")
     return 0
 
@@ -438,17 +447,9 @@ def refit_preparation(args, rows, timings, level, shipped_level, before, command
                        if v != old.get(t, 0.0)}
             print(f"  {name:10s} threads {threads}: " + (", ".join(
                 f"{t} {a:.4g} -> {b:.4g}" for t, (a, b) in changed.items()) or "unchanged"))
-    margins = before.get("selection_margins")
-    evaluate(rows, timings, before["constants"],
-             f"shipped {shipped_level} constants ({before['source'].get('date')})", margins)
-    merged = {**before["constants"], **refitted}
-    evaluate(rows, timings, merged, f"shipped {shipped_level} constants with the "
-             f"preparation of {', '.join(sorted(refitted))} refitted (in-sample)", margins)
-    if args.write:
-        path = write_shipped(level, refitted, margins, command, data, only=set(refitted),
-                             provisional=args.provisional, method=fit.PREPARATION_METHOD)
-        print(f"\nwrote {path}")
-    return 0
+    return compare_and_write(args, rows, timings, level, shipped_level, before, command, data,
+                             refitted, f"the preparation of {', '.join(sorted(refitted))}",
+                             fit.PREPARATION_METHOD)
 
 
 def main(argv=None):
