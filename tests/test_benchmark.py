@@ -213,6 +213,48 @@ def test_plan_regret_prefers_forced_plans_as_the_bar():
     assert bench_results.first_call_ratio(first) == 5.0
 
 
+def test_the_recheck_times_the_plan_and_the_fastest_forced_plans_again():
+    """After the rounds, the plan and the fastest forced plans (over all, and over those
+    auto may choose) take turns in blocks of their own; the rechecked regret reads those
+    blocks alone, and the other contenders are not called again."""
+    calls = []
+
+    def timed(label, seconds, **fields):
+        contender = _contender(label, seconds, **fields)
+        contender.call = lambda: calls.append(label)
+        return contender
+
+    contenders = [timed("direct", 3.0), timed("plan", 1.2, runs="winograd4"),
+                  timed("plan:winograd4", 1.1),
+                  timed("plan:winograd6", 1.0, admissible=False),
+                  timed("plan:direct", 2.0)]
+    assert bench_results.recheck_labels(contenders) == ["plan", "plan:winograd4",
+                                                        "plan:winograd6"]
+    assert bench_results.rechecked_plan_regret(contenders) is None  # not rechecked yet
+    benchmark.recheck_plan(contenders, rounds=2, per_block=1, min_block_seconds=0.0)
+    assert set(calls) == {"plan", "plan:winograd4", "plan:winograd6"}
+    # one untimed call and one timed call per block, the order reversed every other round
+    assert calls == [label for label in ["plan", "plan:winograd4", "plan:winograd6",
+                                         "plan:winograd6", "plan:winograd4", "plan"]
+                     for _ in range(2)]
+    for contender in contenders:
+        assert len(contender.recheck_times) == (2 if contender.label in calls else 0)
+    # the ratio of the rechecked medians, whatever the first rounds said
+    by = {c.label: c for c in contenders}
+    by["plan"].recheck_times = [2.0, 2.2]
+    by["plan:winograd4"].recheck_times = [2.0, 2.0]
+    by["plan:winograd6"].recheck_times = [1.0, 1.0]
+    assert bench_results.rechecked_plan_regret(contenders) == pytest.approx(2.1)
+    assert bench_results.rechecked_plan_regret(contenders, admissible_only=True) == \
+        pytest.approx(1.05)
+    # no recheck asked for, or nothing to hold the plan against
+    calls.clear()
+    benchmark.recheck_plan(contenders, rounds=0, per_block=1, min_block_seconds=0.0)
+    benchmark.recheck_plan(contenders[:2], rounds=2, per_block=1, min_block_seconds=0.0)
+    assert calls == [label for label in ["plan", "direct", "direct", "plan"]
+                     for _ in range(2)]  # one-shot algorithms are the bar without plans
+
+
 def test_selection_summary_without_a_plan_contender():
     """A run of one-shot algorithms only (no 'plan' in --algorithms) still summarises."""
     layer = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"net:once"')
@@ -257,7 +299,11 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
     assert "network time (each layer's median x its multiplicity, summed): direct " in out
     assert "plan regret (plan time after its first call / the fastest forced plan's" in out
     assert "plan first call / later call" in out
+    assert "plan regret rechecked (the plan and the fastest forced plans timed again" in out
     rows = list(csv.DictReader(path.open()))
+    rechecked = {r["contender"]: r["recheck_median_ms"] for r in rows}
+    assert float(rechecked["plan"]) > 0 and float(rechecked["plan:direct"]) > 0
+    assert rechecked["direct"] == "" and rechecked["auto"] == ""
     firsts = {r["contender"]: r["first_call_ms"] for r in rows}
     assert float(firsts["plan"]) > 0 and float(firsts["plan:direct"]) > 0
     assert firsts["direct"] == "" and firsts["auto"] == ""

@@ -43,6 +43,11 @@ def parse_args(argv=None, prog=None):
     parser.add_argument("--min-block-time", type=float, default=0.1,
                         help="mixed and blocks schedules: seconds each block runs at least "
                              "(more runs on small layers)")
+    parser.add_argument("--recheck-rounds", type=int, default=5,
+                        help="mixed and blocks schedules: after the rounds, time 'plan' and "
+                             "the fastest forced plans ('plan:<name>') again in this many "
+                             "rounds of blocks taking turns, for the 'rechecked' plan "
+                             "regret (0: no recheck)")
     parser.add_argument("--algorithms", default=None,
                         help="comma-separated convlab algorithms ('auto' and 'plan' allowed); "
                              "default: every registered one except 'reference', and 'auto'")
@@ -67,9 +72,9 @@ def parse_args(argv=None, prog=None):
     args = parser.parse_args(argv)
     refuse_empty_values(parser, args)
     if args.repeats < 1 or args.warmup < 0 or args.mb < 0 or args.rounds < 1 \
-            or args.min_block_time < 0:
-        parser.error("--repeats and --rounds must be >= 1, --warmup, --mb and "
-                     "--min-block-time >= 0")
+            or args.min_block_time < 0 or args.recheck_rounds < 0:
+        parser.error("--repeats and --rounds must be >= 1, --warmup, --mb, "
+                     "--min-block-time and --recheck-rounds >= 0")
     return args
 
 

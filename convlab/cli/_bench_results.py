@@ -29,6 +29,9 @@ class Contender:
     # An algorithm (one-shot or a forced plan) that auto may choose on this layer at
     # precision "default"; the second regret figures judge auto against those only.
     admissible: bool = True
+    # Timed again after the rounds, in blocks alternating with the plan's (the plan and
+    # the fastest forced plans only: :func:`recheck_labels`); empty where not rechecked.
+    recheck_times: list[float] = field(default_factory=list)
 
     @property
     def times(self) -> list[float]:
@@ -105,6 +108,27 @@ def plan_regret(contenders, admissible_only: bool = False) -> tuple[float, str, 
         return None
     best = min(pool, key=lambda c: c.median)
     return plan.median / best.median, best.label, plan.runs
+
+
+def recheck_labels(contenders) -> list[str]:
+    """The contenders a plan is timed again against: the fastest ones of
+    :func:`plan_regret` (over all, and over those auto may choose), "plan" first."""
+    found = {value[1] for value in (plan_regret(contenders), plan_regret(contenders, True))
+             if value is not None}
+    return ["plan"] + sorted(found) if found else []
+
+
+def rechecked_plan_regret(contenders, admissible_only: bool = False) -> float | None:
+    """:func:`plan_regret` on the times of the recheck alone: the plan's median over the
+    fastest rechecked contender's (of those auto may choose, with ``admissible_only``)."""
+    by = {c.label: c for c in contenders}
+    plan = by.get("plan")
+    if plan is None or not plan.recheck_times:
+        return None
+    others = [statistics.median(c.recheck_times) for c in contenders
+              if c.label != "plan" and c.recheck_times
+              and (c.admissible or not admissible_only)]
+    return statistics.median(plan.recheck_times) / min(others) if others else None
 
 
 def plan_choice_regret(contenders, admissible_only: bool = False) -> float | None:
