@@ -255,6 +255,28 @@ def test_the_recheck_times_the_plan_and_the_fastest_forced_plans_again():
                      for _ in range(2)]  # one-shot algorithms are the bar without plans
 
 
+def test_the_recheck_of_short_plans_shares_their_blocks():
+    """Plans of at most PAIRED_PLAN_SECONDS are rechecked call by call in one rotation
+    (each timed call right after an untimed one of itself), as they are timed in the
+    rounds."""
+    calls = []
+    short = benchmark.PAIRED_PLAN_SECONDS / 10
+
+    def timed(label):
+        contender = _contender(label, short)
+        contender.call = lambda: calls.append(label)
+        return contender
+
+    contenders = [timed("plan"), timed("plan:direct"), timed("plan:im2col")]
+    contenders[2].round_times = [[short * 2]]
+    benchmark.recheck_plan(contenders, rounds=2, per_block=3, min_block_seconds=0.0)
+    assert [len(c.recheck_times) for c in contenders] == [6, 6, 0]
+    # after the untimed round, each timed call follows an untimed call of itself
+    assert sorted(calls[:2]) == ["plan", "plan:direct"]
+    timed_calls = calls[2:8]
+    assert all(a == b for a, b in zip(timed_calls[::2], timed_calls[1::2]))
+
+
 def test_selection_summary_without_a_plan_contender():
     """A run of one-shot algorithms only (no 'plan' in --algorithms) still summarises."""
     layer = parse_descriptor('mb1ic4ih6oc8oh6kh3ph1n"net:once"')

@@ -352,11 +352,20 @@ def recheck_plan(contenders, rounds: int, per_block: int, min_block_seconds: flo
     a 2-core VM one forced plan's block medians differed by 1.3x from round to round
     (im2col on ResNet-50 res2a_branch1, 655 and 959 us), where the plan's first call had
     kept an algorithm 5-8% slower than the fastest. Two contenders taking turns share
-    the machine's state more closely. Every layer is rechecked, not only those that
+    the machine's state more closely. Where each of them takes at most
+    PAIRED_PLAN_SECONDS, they share their blocks call by call instead, as short plans do
+    in the rounds (:func:`plan_units`). Every layer is rechecked, not only those that
     look slow, so that the figure is not chosen by its own noise."""
     by = {c.label: c for c in contenders if c.call is not None}
     units = [by[label] for label in recheck_labels(contenders) if label in by]
     if rounds <= 0 or len(units) < 2:
+        return
+    if all((c.median or math.inf) <= PAIRED_PLAN_SECONDS for c in units):
+        for index in range(rounds):
+            for contender, times in zip(units, time_rotation(
+                    [c.call for c in units], per_block, min_seconds=min_block_seconds,
+                    seed=index)):
+                contender.recheck_times += times
         return
     for index in range(rounds):
         for contender in units if index % 2 == 0 else units[::-1]:
