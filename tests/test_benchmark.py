@@ -213,10 +213,11 @@ def test_plan_regret_prefers_forced_plans_as_the_bar():
     assert bench_results.first_call_ratio(first) == 5.0
 
 
-def test_the_recheck_times_the_plan_and_the_fastest_forced_plans_again():
-    """After the rounds, the plan and the fastest forced plans (over all, and over those
-    auto may choose) take turns in blocks of their own; the rechecked regret reads those
-    blocks alone, and the other contenders are not called again."""
+def test_the_recheck_times_auto_and_the_plan_again_with_the_fastest_contenders():
+    """After the rounds, auto shares blocks with the fastest algorithms, and the plan
+    takes turns in blocks of its own with the fastest forced plans (over all, and over
+    those auto may choose); the rechecked regrets read those blocks alone, and the other
+    contenders are not called again."""
     calls = []
 
     def timed(label, seconds, **fields):
@@ -224,35 +225,54 @@ def test_the_recheck_times_the_plan_and_the_fastest_forced_plans_again():
         contender.call = lambda: calls.append(label)
         return contender
 
-    contenders = [timed("direct", 3.0), timed("plan", 1.2, runs="winograd4"),
-                  timed("plan:winograd4", 1.1),
-                  timed("plan:winograd6", 1.0, admissible=False),
-                  timed("plan:direct", 2.0)]
-    assert bench_results.recheck_labels(contenders) == ["plan", "plan:winograd4",
-                                                        "plan:winograd6"]
-    assert bench_results.rechecked_plan_regret(contenders) is None  # not rechecked yet
-    benchmark.recheck_plan(contenders, rounds=2, per_block=1, min_block_seconds=0.0)
-    assert set(calls) == {"plan", "plan:winograd4", "plan:winograd6"}
-    # one untimed call and one timed call per block, the order reversed every other round
-    assert calls == [label for label in ["plan", "plan:winograd4", "plan:winograd6",
-                                         "plan:winograd6", "plan:winograd4", "plan"]
-                     for _ in range(2)]
+    contenders = [timed("direct", 3.0), timed("winograd4", 2.0),
+                  timed("winograd6", 1.9, admissible=False), timed("auto", 2.1),
+                  timed("plan", 1.2, runs="winograd4"), timed("plan:winograd4", 1.1),
+                  timed("plan:winograd6", 1.0, admissible=False), timed("plan:direct", 2.0)]
+    assert bench_results.recheck_labels(contenders, "auto") == ["auto", "winograd4",
+                                                                "winograd6"]
+    assert bench_results.recheck_labels(contenders, "plan") == ["plan", "plan:winograd4",
+                                                                "plan:winograd6"]
+    assert bench_results.rechecked_regret(contenders, "plan") is None  # not rechecked yet
+    benchmark.recheck(contenders, rounds=2, per_block=1, min_block_seconds=0.0)
+    auto_calls, plan_calls = calls[:18], calls[18:]
+    # auto's group, each round a rotation: one untimed call each, then each timed call
+    # right after an untimed one of itself
+    assert sorted(auto_calls) == sorted(["auto", "winograd4", "winograd6"] * 6)
+    assert all(a == b for a, b in zip(auto_calls[3:9:2], auto_calls[4:9:2]))
+    # the plans: one untimed and one timed call per block, the order reversed every other
+    # round
+    assert plan_calls == [label for label in ["plan", "plan:winograd4", "plan:winograd6",
+                                              "plan:winograd6", "plan:winograd4", "plan"]
+                          for _ in range(2)]
     for contender in contenders:
-        assert len(contender.recheck_times) == (2 if contender.label in calls else 0)
+        groups = {pseudo: len(times) for pseudo, times in contender.recheck_times.items()}
+        assert groups == ({"auto": 2} if contender.label in auto_calls else
+                          {"plan": 2} if contender.label in plan_calls else {})
     # the ratio of the rechecked medians, whatever the first rounds said
     by = {c.label: c for c in contenders}
-    by["plan"].recheck_times = [2.0, 2.2]
-    by["plan:winograd4"].recheck_times = [2.0, 2.0]
-    by["plan:winograd6"].recheck_times = [1.0, 1.0]
-    assert bench_results.rechecked_plan_regret(contenders) == pytest.approx(2.1)
-    assert bench_results.rechecked_plan_regret(contenders, admissible_only=True) == \
+    by["plan"].recheck_times = {"plan": [2.0, 2.2]}
+    by["plan:winograd4"].recheck_times = {"plan": [2.0, 2.0]}
+    by["plan:winograd6"].recheck_times = {"plan": [1.0, 1.0]}
+    assert bench_results.rechecked_regret(contenders, "plan") == pytest.approx(2.1)
+    assert bench_results.rechecked_regret(contenders, "plan", admissible_only=True) == \
         pytest.approx(1.05)
-    # no recheck asked for, or nothing to hold the plan against
+    by["auto"].recheck_times = {"auto": [1.5]}
+    by["winograd4"].recheck_times = {"auto": [1.5]}
+    by["winograd6"].recheck_times = {"auto": [1.0]}
+    assert bench_results.rechecked_regret(contenders, "auto") == pytest.approx(1.5)
+    assert bench_results.rechecked_regret(contenders, "auto", admissible_only=True) == 1.0
+    # no recheck asked for, or nothing to hold the plan against but one-shot algorithms
     calls.clear()
-    benchmark.recheck_plan(contenders, rounds=0, per_block=1, min_block_seconds=0.0)
-    benchmark.recheck_plan(contenders[:2], rounds=2, per_block=1, min_block_seconds=0.0)
+    benchmark.recheck(contenders, rounds=0, per_block=1, min_block_seconds=0.0)
+    assert calls == []
+    for contender in contenders:
+        contender.recheck_times = {}
+    benchmark.recheck([by["direct"], by["plan"]], rounds=2, per_block=1,
+                      min_block_seconds=0.0)
     assert calls == [label for label in ["plan", "direct", "direct", "plan"]
-                     for _ in range(2)]  # one-shot algorithms are the bar without plans
+                     for _ in range(2)]
+    assert set(by["direct"].recheck_times) == {"plan"}
 
 
 def test_the_recheck_of_short_plans_shares_their_blocks():
@@ -269,8 +289,8 @@ def test_the_recheck_of_short_plans_shares_their_blocks():
 
     contenders = [timed("plan"), timed("plan:direct"), timed("plan:im2col")]
     contenders[2].round_times = [[short * 2]]
-    benchmark.recheck_plan(contenders, rounds=2, per_block=3, min_block_seconds=0.0)
-    assert [len(c.recheck_times) for c in contenders] == [6, 6, 0]
+    benchmark.recheck(contenders, rounds=2, per_block=3, min_block_seconds=0.0)
+    assert [len(c.recheck_times.get("plan", [])) for c in contenders] == [6, 6, 0]
     # after the untimed round, each timed call follows an untimed call of itself
     assert sorted(calls[:2]) == ["plan", "plan:direct"]
     timed_calls = calls[2:8]
@@ -322,10 +342,16 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
     assert "plan regret (plan time after its first call / the fastest forced plan's" in out
     assert "plan first call / later call" in out
     assert "plan regret rechecked (the plan and the fastest forced plans timed again" in out
+    assert "auto regret rechecked (auto and the fastest algorithms timed again" in out
     rows = list(csv.DictReader(path.open()))
-    rechecked = {r["contender"]: r["recheck_median_ms"] for r in rows}
-    assert float(rechecked["plan"]) > 0 and float(rechecked["plan:direct"]) > 0
-    assert rechecked["direct"] == "" and rechecked["auto"] == ""
+    with_plan = {r["contender"]: r["recheck_with_plan_ms"] for r in rows}
+    assert float(with_plan["plan"]) > 0 and float(with_plan["plan:direct"]) > 0
+    assert with_plan["direct"] == "" and with_plan["auto"] == ""
+    with_auto = {r["contender"]: r["recheck_with_auto_ms"] for r in rows}
+    medians = {r["contender"]: float(r["median_ms"]) for r in rows}
+    quicker = min(("direct", "im2col"), key=medians.get)
+    assert float(with_auto["auto"]) > 0 and float(with_auto[quicker]) > 0
+    assert with_auto["plan"] == ""
     firsts = {r["contender"]: r["first_call_ms"] for r in rows}
     assert float(firsts["plan"]) > 0 and float(firsts["plan:direct"]) > 0
     assert firsts["direct"] == "" and firsts["auto"] == ""

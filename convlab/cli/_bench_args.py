@@ -44,10 +44,10 @@ def parse_args(argv=None, prog=None):
                         help="mixed and blocks schedules: seconds each block runs at least "
                              "(more runs on small layers)")
     parser.add_argument("--recheck-rounds", type=int, default=5,
-                        help="mixed and blocks schedules: after the rounds, time 'plan' and "
-                             "the fastest forced plans ('plan:<name>') again in this many "
-                             "rounds of blocks taking turns, for the 'rechecked' plan "
-                             "regret (0: no recheck)")
+                        help="mixed and blocks schedules: after the rounds, time 'auto' "
+                             "with the fastest algorithms, and 'plan' with the fastest "
+                             "forced plans ('plan:<name>'), again in this many rounds, for "
+                             "the 'rechecked' regrets (0: no recheck)")
     parser.add_argument("--algorithms", default=None,
                         help="comma-separated convlab algorithms ('auto' and 'plan' allowed); "
                              "default: every registered one except 'reference', and 'auto'")

@@ -29,9 +29,9 @@ class Contender:
     # An algorithm (one-shot or a forced plan) that auto may choose on this layer at
     # precision "default"; the second regret figures judge auto against those only.
     admissible: bool = True
-    # Timed again after the rounds, in blocks alternating with the plan's (the plan and
-    # the fastest forced plans only: :func:`recheck_labels`); empty where not rechecked.
-    recheck_times: list[float] = field(default_factory=list)
+    # Timed again after the rounds, keyed by the pseudo-algorithm ("auto", "plan") whose
+    # regret the recheck was for (:func:`recheck_labels`); empty where not rechecked.
+    recheck_times: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def times(self) -> list[float]:
@@ -85,8 +85,11 @@ def regret(contenders, admissible_only: bool = False) -> float | None:
     return auto.median / min(times)
 
 
-def fastest(contenders) -> str | None:
-    runs = [c for c in contenders if is_algorithm(c) and c.median is not None]
+def fastest(contenders, admissible_only: bool = False) -> str | None:
+    """The fastest registered algorithm's label (of those auto may choose, with
+    ``admissible_only``)."""
+    runs = [c for c in contenders if is_algorithm(c) and c.median is not None
+            and (c.admissible or not admissible_only)]
     return min(runs, key=lambda c: c.median).label if runs else None
 
 
@@ -110,25 +113,34 @@ def plan_regret(contenders, admissible_only: bool = False) -> tuple[float, str, 
     return plan.median / best.median, best.label, plan.runs
 
 
-def recheck_labels(contenders) -> list[str]:
-    """The contenders a plan is timed again against: the fastest ones of
-    :func:`plan_regret` (over all, and over those auto may choose), "plan" first."""
-    found = {value[1] for value in (plan_regret(contenders), plan_regret(contenders, True))
-             if value is not None}
-    return ["plan"] + sorted(found) if found else []
-
-
-def rechecked_plan_regret(contenders, admissible_only: bool = False) -> float | None:
-    """:func:`plan_regret` on the times of the recheck alone: the plan's median over the
-    fastest rechecked contender's (of those auto may choose, with ``admissible_only``)."""
+def recheck_labels(contenders, pseudo: str) -> list[str]:
+    """The contenders ``pseudo`` ("auto" or "plan") is timed again with, ``pseudo`` first:
+    the fastest of those its regret holds it against (:func:`regret`, :func:`plan_regret`),
+    over all and over those auto may choose; none where ``pseudo`` did not run."""
     by = {c.label: c for c in contenders}
-    plan = by.get("plan")
-    if plan is None or not plan.recheck_times:
+    if pseudo not in by or by[pseudo].median is None:
+        return []
+    if pseudo == "auto":
+        found = {fastest(contenders, admissible) for admissible in (False, True)}
+    else:
+        found = {value[1] for value in (plan_regret(contenders),
+                                        plan_regret(contenders, True)) if value is not None}
+    found.discard(None)
+    return [pseudo] + sorted(found) if found else []  # type: ignore[type-var]
+
+
+def rechecked_regret(contenders, pseudo: str, admissible_only: bool = False) -> float | None:
+    """:func:`regret` (``pseudo`` "auto") or :func:`plan_regret` ("plan") on the times of
+    the recheck alone: ``pseudo``'s median over the fastest rechecked contender's of its
+    group (of those auto may choose, with ``admissible_only``)."""
+    labels = recheck_labels(contenders, pseudo)
+    by = {c.label: c for c in contenders}
+    times = {label: by[label].recheck_times.get(pseudo) for label in labels}
+    if not labels or not times[pseudo]:
         return None
-    others = [statistics.median(c.recheck_times) for c in contenders
-              if c.label != "plan" and c.recheck_times
-              and (c.admissible or not admissible_only)]
-    return statistics.median(plan.recheck_times) / min(others) if others else None
+    others = [statistics.median(times[label]) for label in labels[1:]
+              if times[label] and (by[label].admissible or not admissible_only)]
+    return statistics.median(times[pseudo]) / min(others) if others else None
 
 
 def plan_choice_regret(contenders, admissible_only: bool = False) -> float | None:

@@ -24,7 +24,7 @@ from convlab.cli._bench_results import (
     ort_over_plan,
     plan_choice_regret,
     plan_regret,
-    rechecked_plan_regret,
+    rechecked_regret,
     regret,
     round_ratio_range,
 )
@@ -128,10 +128,13 @@ def extra_columns(contenders) -> str:
     value = regret(contenders)
     if value is not None:
         text += f" | regret {value:5.2f} (best {fastest(contenders)})"
+    value = rechecked_regret(contenders, "auto")
+    if value is not None:
+        text += f" | rechecked {value:5.2f}"
     value = plan_regret(contenders)
     if value is not None:
         text += f" | plan/best {value[0]:5.2f} (best {value[1]}; plan runs {value[2]})"
-    value = rechecked_plan_regret(contenders)
+    value = rechecked_regret(contenders, "plan")
     if value is not None:
         text += f" | rechecked {value:5.2f}"
     value = first_call_ratio(contenders)
@@ -157,6 +160,9 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
         lines.append(f"auto regret (auto time / fastest algorithm's time): geo-mean "
                      f"{geo_mean([r for r, _ in regrets]):.3f}, worst {worst:.2f} ({where}); "
                      f"within 5% of the fastest on {right}/{len(regrets)} layers")
+    lines += _rechecked_line(results, names, "auto", admissible_only, 1.05,
+                             "auto and the fastest algorithms timed again after the "
+                             "rounds, sharing blocks")
     plans = [(plan_regret(cs, admissible_only), name) for name, (_, cs) in zip(names, results)]
     plans = [(r, name) for r, name in plans if r is not None]
     if plans:
@@ -169,16 +175,9 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                      f"{worst[0]:.2f} ({where}, best {worst[1]}, plan runs {worst[2]}); "
                      f"within 10% on {sum(r[0] <= 1.10 for r, _ in plans)}/{len(plans)} "
                      f"layers")
-    rechecked = [(rechecked_plan_regret(cs, admissible_only), name)
-                 for name, (_, cs) in zip(names, results)]
-    rechecked = [(r, name) for r, name in rechecked if r is not None]
-    if rechecked:
-        worst_again, where = max(rechecked)
-        lines.append(f"plan regret rechecked (the plan and the fastest forced plans timed "
-                     f"again after the rounds, in blocks taking turns): geo-mean "
-                     f"{geo_mean([r for r, _ in rechecked]):.3f}, worst {worst_again:.2f} "
-                     f"({where}); within 10% on {sum(r <= 1.10 for r, _ in rechecked)}/"
-                     f"{len(rechecked)} layers")
+    lines += _rechecked_line(results, names, "plan", admissible_only, 1.10,
+                             "the plan and the fastest forced plans timed again after the "
+                             "rounds, in blocks taking turns")
     choices = [(plan_choice_regret(cs, admissible_only), name)
                for name, (_, cs) in zip(names, results)]
     choices = [(r, name) for r, name in choices if r is not None]
@@ -190,6 +189,20 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                      f"({where}); within 10% on {sum(r <= 1.10 for r, _ in choices)}/"
                      f"{len(choices)} layers")
     return lines
+
+
+def _rechecked_line(results, names, pseudo: str, admissible_only: bool, bound: float,
+                    how: str) -> list[str]:
+    """The suite's rechecked regret of ``pseudo`` ("auto" or "plan"), or no line."""
+    found = [(rechecked_regret(cs, pseudo, admissible_only), name)
+             for name, (_, cs) in zip(names, results)]
+    found = [(r, name) for r, name in found if r is not None]
+    if not found:
+        return []
+    worst, where = max(found)
+    return [f"{pseudo} regret rechecked ({how}): geo-mean "
+            f"{geo_mean([r for r, _ in found]):.3f}, worst {worst:.2f} ({where}); within "
+            f"{bound - 1:.0%} on {sum(r <= bound for r, _ in found)}/{len(found)} layers"]
 
 
 def selection_summary(results, names) -> list[str]:
@@ -344,7 +357,8 @@ def write_csv(path, args, threads, results) -> None:
         writer.writerow(["suite", "layer", "multiplicity", "mb", "rank", "descriptor",
                          "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
                          "torch_time_over_this", "check_error", "check_ok", "not_run_reason",
-                         "first_call_ms", "plan_runs", "auto_may_choose", "recheck_median_ms"])
+                         "first_call_ms", "plan_runs", "auto_may_choose",
+                         "recheck_with_auto_ms", "recheck_with_plan_ms"])
         for layer, contenders in results:
             torch_run = next((c for c in contenders if c.label == "torch"), None)
             for c in contenders:
@@ -361,5 +375,5 @@ def write_csv(path, args, threads, results) -> None:
                     "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs,
                     c.admissible if c.kind == "convlab" and c.label != "auto"
                     and c.label != "plan" else "",
-                    f"{statistics.median(c.recheck_times) * 1e3:.4f}"
-                    if c.recheck_times else ""])
+                    *(f"{statistics.median(c.recheck_times[pseudo]) * 1e3:.4f}"
+                      if c.recheck_times.get(pseudo) else "" for pseudo in ("auto", "plan"))])

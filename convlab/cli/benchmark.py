@@ -332,7 +332,7 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
                         [c.call for c in unit], per_block, min_seconds=min_block_seconds,
                         seed=seed * rounds + index)):
                     contender.round_times.append(times)
-        recheck_plan(contenders, recheck_rounds, per_block, min_block_seconds)
+        recheck(contenders, recheck_rounds, per_block, min_block_seconds)
         return contenders
     # Several rounds of blocks, contenders in alternating order: a slow spell of the
     # machine then falls on several contenders' blocks rather than on one contender.
@@ -340,37 +340,43 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
         for contender in runnable if index % 2 == 0 else runnable[::-1]:
             times = time_block(contender.call, per_block, min_seconds=min_block_seconds)
             contender.round_times.append(times)
-    recheck_plan(contenders, recheck_rounds, per_block, min_block_seconds)
+    recheck(contenders, recheck_rounds, per_block, min_block_seconds)
     return contenders
 
 
-def recheck_plan(contenders, rounds: int, per_block: int, min_block_seconds: float) -> None:
-    """Time the plan and the fastest forced plans (:func:`recheck_labels`) again, in
-    ``rounds`` more rounds of blocks of their own, taking turns, into their
+def recheck(contenders, rounds: int, per_block: int, min_block_seconds: float) -> None:
+    """Time auto and the plan again, each with the fastest contenders its regret holds it
+    against (:func:`recheck_labels`), in ``rounds`` more rounds, into their
     ``recheck_times``. Among a dozen contenders' blocks, a slow spell of the machine that
     lands on the plan's block or spares the fastest forced plan's decides plan regret: on
     a 2-core VM one forced plan's block medians differed by 1.3x from round to round
     (im2col on ResNet-50 res2a_branch1, 655 and 959 us), where the plan's first call had
-    kept an algorithm 5-8% slower than the fastest. Two contenders taking turns share
-    the machine's state more closely. Where each of them takes at most
-    PAIRED_PLAN_SECONDS, they share their blocks call by call instead, as short plans do
-    in the rounds (:func:`plan_units`). Every layer is rechecked, not only those that
-    look slow, so that the figure is not chosen by its own noise."""
+    kept an algorithm 5-8% slower than the fastest; on the 3-D U-Net's 0.1 s layers,
+    five calls each left auto 1.33x the algorithm it ran. Two or three contenders taking
+    turns share the machine's state more closely. auto and the algorithms share their
+    blocks call by call, as in the rounds; the plans take turns in blocks of their own,
+    except where each takes at most PAIRED_PLAN_SECONDS (:func:`plan_units`). Every layer
+    is rechecked, not only those that look slow, so that the figure is not chosen by its
+    own noise."""
+    if rounds <= 0:
+        return
     by = {c.label: c for c in contenders if c.call is not None}
-    units = [by[label] for label in recheck_labels(contenders) if label in by]
-    if rounds <= 0 or len(units) < 2:
-        return
-    if all((c.median or math.inf) <= PAIRED_PLAN_SECONDS for c in units):
+    for pseudo in ("auto", "plan"):
+        units = [by[label] for label in recheck_labels(contenders, pseudo) if label in by]
+        if len(units) < 2:
+            continue
+        if pseudo == "auto" or all((c.median or math.inf) <= PAIRED_PLAN_SECONDS
+                                   for c in units):
+            for index in range(rounds):
+                for contender, times in zip(units, time_rotation(
+                        [c.call for c in units], per_block, min_seconds=min_block_seconds,
+                        seed=index)):
+                    contender.recheck_times.setdefault(pseudo, []).extend(times)
+            continue
         for index in range(rounds):
-            for contender, times in zip(units, time_rotation(
-                    [c.call for c in units], per_block, min_seconds=min_block_seconds,
-                    seed=index)):
-                contender.recheck_times += times
-        return
-    for index in range(rounds):
-        for contender in units if index % 2 == 0 else units[::-1]:
-            contender.recheck_times += time_block(contender.call, per_block,
-                                                  min_seconds=min_block_seconds)
+            for contender in units if index % 2 == 0 else units[::-1]:
+                contender.recheck_times.setdefault(pseudo, []).extend(time_block(
+                    contender.call, per_block, min_seconds=min_block_seconds))
 
 
 # Contenders whose warm-up call took over this many times the fastest one's are timed in
