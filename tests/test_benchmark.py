@@ -249,19 +249,22 @@ def test_the_recheck_times_auto_and_the_plan_again_with_the_fastest_contenders()
         groups = {pseudo: len(times) for pseudo, times in contender.recheck_times.items()}
         assert groups == ({"auto": 2} if contender.label in auto_calls else
                           {"plan": 2} if contender.label in plan_calls else {})
-    # the ratio of the rechecked medians, whatever the first rounds said
+    # the ratio of the medians of the rounds and the recheck together
     by = {c.label: c for c in contenders}
-    by["plan"].recheck_times = {"plan": [2.0, 2.2]}
-    by["plan:winograd4"].recheck_times = {"plan": [2.0, 2.0]}
-    by["plan:winograd6"].recheck_times = {"plan": [1.0, 1.0]}
-    assert bench_results.rechecked_regret(contenders, "plan") == pytest.approx(2.1)
+    by["plan"].recheck_times = {"plan": [2.0, 2.2]}  # with the rounds' 1.2: median 2.0
+    by["plan:winograd4"].recheck_times = {"plan": [2.0, 2.0]}  # 2.0
+    by["plan:winograd6"].recheck_times = {"plan": [1.0, 1.0]}  # 1.0
+    assert bench_results.pooled_median(by["plan"], "plan") == 2.0
+    assert bench_results.pooled_median(by["plan"], "auto") is None
+    assert bench_results.rechecked_regret(contenders, "plan") == pytest.approx(2.0)
     assert bench_results.rechecked_regret(contenders, "plan", admissible_only=True) == \
-        pytest.approx(1.05)
-    by["auto"].recheck_times = {"auto": [1.5]}
-    by["winograd4"].recheck_times = {"auto": [1.5]}
-    by["winograd6"].recheck_times = {"auto": [1.0]}
+        pytest.approx(1.0)
+    by["auto"].recheck_times = {"auto": [1.5, 1.5]}  # with 2.1: 1.5
+    by["winograd4"].recheck_times = {"auto": [1.0, 1.0]}  # with 2.0: 1.0
+    by["winograd6"].recheck_times = {"auto": [1.5, 1.5]}  # with 1.9: 1.5
     assert bench_results.rechecked_regret(contenders, "auto") == pytest.approx(1.5)
-    assert bench_results.rechecked_regret(contenders, "auto", admissible_only=True) == 1.0
+    assert bench_results.rechecked_regret(contenders, "auto", admissible_only=True) == \
+        pytest.approx(1.5)
     # no recheck asked for, or nothing to hold the plan against but one-shot algorithms
     calls.clear()
     benchmark.recheck(contenders, rounds=0, per_block=1, min_block_seconds=0.0)
@@ -344,10 +347,10 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
     assert "plan regret rechecked (the plan and the fastest forced plans timed again" in out
     assert "auto regret rechecked (auto and the fastest algorithms timed again" in out
     rows = list(csv.DictReader(path.open()))
-    with_plan = {r["contender"]: r["recheck_with_plan_ms"] for r in rows}
+    with_plan = {r["contender"]: r["median_with_plan_recheck_ms"] for r in rows}
     assert float(with_plan["plan"]) > 0 and float(with_plan["plan:direct"]) > 0
     assert with_plan["direct"] == "" and with_plan["auto"] == ""
-    with_auto = {r["contender"]: r["recheck_with_auto_ms"] for r in rows}
+    with_auto = {r["contender"]: r["median_with_auto_recheck_ms"] for r in rows}
     medians = {r["contender"]: float(r["median_ms"]) for r in rows}
     quicker = min(("direct", "im2col"), key=medians.get)
     assert float(with_auto["auto"]) > 0 and float(with_auto[quicker]) > 0

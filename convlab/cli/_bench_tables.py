@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import os
 import shlex
-import statistics
 import sys
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from convlab.cli._bench_results import (
     ort_over_plan,
     plan_choice_regret,
     plan_regret,
+    pooled_median,
     rechecked_regret,
     regret,
     round_ratio_range,
@@ -162,7 +162,8 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                      f"within 5% of the fastest on {right}/{len(regrets)} layers")
     lines += _rechecked_line(results, names, "auto", admissible_only, 1.05,
                              "auto and the fastest algorithms timed again after the "
-                             "rounds, sharing blocks")
+                             "rounds, sharing blocks; medians of the rounds and the "
+                             "recheck together")
     plans = [(plan_regret(cs, admissible_only), name) for name, (_, cs) in zip(names, results)]
     plans = [(r, name) for r, name in plans if r is not None]
     if plans:
@@ -177,7 +178,8 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                      f"layers")
     lines += _rechecked_line(results, names, "plan", admissible_only, 1.10,
                              "the plan and the fastest forced plans timed again after the "
-                             "rounds, in blocks taking turns")
+                             "rounds, in blocks taking turns; medians of the rounds and "
+                             "the recheck together")
     choices = [(plan_choice_regret(cs, admissible_only), name)
                for name, (_, cs) in zip(names, results)]
     choices = [(r, name) for r, name in choices if r is not None]
@@ -358,7 +360,7 @@ def write_csv(path, args, threads, results) -> None:
                          "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
                          "torch_time_over_this", "check_error", "check_ok", "not_run_reason",
                          "first_call_ms", "plan_runs", "auto_may_choose",
-                         "recheck_with_auto_ms", "recheck_with_plan_ms"])
+                         "median_with_auto_recheck_ms", "median_with_plan_recheck_ms"])
         for layer, contenders in results:
             torch_run = next((c for c in contenders if c.label == "torch"), None)
             for c in contenders:
@@ -375,5 +377,5 @@ def write_csv(path, args, threads, results) -> None:
                     "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs,
                     c.admissible if c.kind == "convlab" and c.label != "auto"
                     and c.label != "plan" else "",
-                    *(f"{statistics.median(c.recheck_times[pseudo]) * 1e3:.4f}"
-                      if c.recheck_times.get(pseudo) else "" for pseudo in ("auto", "plan"))])
+                    *("" if pooled_median(c, pseudo) is None
+                      else f"{pooled_median(c, pseudo) * 1e3:.4f}" for pseudo in ("auto", "plan"))])
