@@ -511,3 +511,18 @@ def test_as_avx2_cpu_hides_avx512_from_the_process_and_results_stay_exact(tmp_pa
     assert report["info"]["isa_detected"] in ("avx2", "baseline")
     assert ("CPUID hides it" in report["line"]) == ("avx512f" in cpu.os_flags())
     assert report["errors"] and max(report["errors"].values()) < 1e-3, report["errors"]
+
+
+def test_the_plan_rule_replay_picks_by_fastest_run_and_by_paired_rounds():
+    """bench/plan_rule_replay.py: on the same recorded turns, the plans' rule keeps the
+    contender with the fastest run; the paired rule the lowest median of its turn over the
+    round's fastest turn."""
+    import importlib.util
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "plan_rule_replay.py"
+    spec = importlib.util.spec_from_file_location("plan_rule_replay", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    # "a" has one lucky turn (0.5) and loses the other two rounds by 1.2x; "b" wins them
+    turns = [("a", 1.2), ("b", 1.0), ("b", 1.0), ("a", 0.5), ("a", 1.2), ("b", 1.0)]
+    assert script.rule_picks(turns) == ("a", "b")
+    assert script.rule_picks([("a", 1.0), ("a", 0.9)]) is None

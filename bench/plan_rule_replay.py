@@ -1,0 +1,104 @@
+"""Replay a plan's first-call turns under another rule, against the forced plans' medians.
+
+    python bench/plan_rule_replay.py --suite resnet_50 \\
+        --layers res2a_branch1,res2a_branch2b,res5a_branch2b --repeats 4
+
+A plan's first call (``convlab.dispatch.measure``) times its close contenders in rounds of
+turns and keeps the contender with the fastest run. This script runs each layer as
+``python -m convlab bench`` does (``bench_layer``: mixed schedule, PyTorch and ONNX Runtime
+loaded and timed when installed, every forced plan ``plan:<name>`` in blocks of its own),
+records the fastest run of every turn the plan's first call took, and prints which
+contender two rules keep on those same turns:
+
+* fastest run: the contender whose fastest run is the lowest (the rule plans use);
+* paired rounds: the lowest median over rounds of (the contender's turn / the round's
+  fastest turn), a rule a slow spell spanning several runs should disturb less;
+
+each as the forced plan of its pick over the fastest forced plan (1.00: the pick was the
+fastest), and their means over the layers and repeats.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+
+from convlab.cli import benchmark
+from convlab.dispatch import measure
+from convlab.problem import shapes
+
+PLANS = ("direct", "im2col", "winograd2", "winograd4", "winograd6")
+
+
+def rule_picks(turns: list[tuple[str, float]]) -> tuple[str, str] | None:
+    """(fastest-run pick, paired-rounds pick) from the (contender, turn's fastest run)
+    list in the order the turns ran; None with fewer than two contenders."""
+    names = list(dict.fromkeys(name for name, _ in turns))
+    if len(names) < 2:
+        return None
+    fastest = {name: min(t for n, t in turns if n == name) for name in names}
+    count = len(names)
+    rounds = [dict(turns[i:i + count]) for i in range(0, len(turns) - count + 1, count)]
+    score = {name: statistics.median(r[name] / min(r.values()) for r in rounds if name in r)
+             for name in names}
+    return (min(fastest, key=fastest.__getitem__),
+            min(score, key=lambda name: (score[name], fastest[name])))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="resnet_50")
+    parser.add_argument("--layers", required=True, help="comma-separated layer names")
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    wanted = {name.strip() for name in args.layers.split(",")}
+    layers = [layer for layer in shapes.load_suite(args.suite, mb=1)
+              if layer.name.split(":")[-1] in wanted]
+    torch = benchmark._try_import("torch")
+    onnx, ort = benchmark._try_import("onnx"), benchmark._try_import("onnxruntime")
+    algorithms = ["direct", "im2col", "auto", "plan"] + [
+        f"plan:{name}" for name in PLANS]
+    turns: list[tuple[str, float]] = []
+    timed_turn = measure._turn
+
+    def recorded_turn(name, run, runs, started):
+        before = len(runs)
+        timed_turn(name, run, runs, started)
+        turns.append((name, min(runs[before:])))
+
+    measure._turn = recorded_turn
+    ratios: dict[str, list[float]] = {"fastest run": [], "paired rounds": []}
+    try:
+        for repeat in range(args.repeats):
+            for index, layer in enumerate(layers):
+                turns.clear()
+                contenders = benchmark.bench_layer(
+                    layer, algorithms, args.threads, 7, 1, torch, onnx, ort,
+                    seed=index + repeat, schedule="mixed", rounds=7, min_block_seconds=0.1)
+                forced = {c.label[len("plan:"):]: c.median for c in contenders
+                          if c.label.startswith("plan:") and c.median}
+                picks = rule_picks(turns)
+                if picks is None or not forced:
+                    continue
+                best = min(forced.values())
+                cells = []
+                for rule, pick in zip(ratios, picks):
+                    ratio = forced.get(pick, math.inf) / best
+                    ratios[rule].append(ratio)
+                    cells.append(f"{rule} {pick} {ratio:.2f}")
+                medians = " ".join(f"{name} {seconds * 1e6:.0f}" for name, seconds
+                                   in sorted(forced.items(), key=lambda item: item[1]))
+                print(f"{layer.name}: {' | '.join(cells)} | forced plans (us) {medians}",
+                      flush=True)
+    finally:
+        measure._turn = timed_turn
+    for rule, values in ratios.items():
+        if values:
+            kept = sum(value <= 1.0 for value in values)
+            print(f"{rule}: mean {statistics.fmean(values):.3f}, worst {max(values):.2f}, "
+                  f"the fastest forced plan's algorithm kept {kept}/{len(values)}")
+
+
+if __name__ == "__main__":
+    main()
