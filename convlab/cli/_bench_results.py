@@ -121,12 +121,12 @@ def recheck_labels(contenders, pseudo: str) -> list[str]:
     if pseudo not in by or by[pseudo].median is None:
         return []
     if pseudo == "auto":
-        found = {fastest(contenders, admissible) for admissible in (False, True)}
+        bars = [fastest(contenders, admissible) for admissible in (False, True)]
     else:
-        found = {value[1] for value in (plan_regret(contenders),
-                                        plan_regret(contenders, True)) if value is not None}
-    found.discard(None)
-    return [pseudo] + sorted(found) if found else []  # type: ignore[type-var]
+        bars = [None if value is None else value[1]
+                for value in (plan_regret(contenders), plan_regret(contenders, True))]
+    found = sorted({label for label in bars if label is not None})
+    return [pseudo] + found if found else []
 
 
 def pooled_median(contender: Contender, pseudo: str) -> float | None:

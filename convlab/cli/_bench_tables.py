@@ -377,5 +377,8 @@ def write_csv(path, args, threads, results) -> None:
                     "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs,
                     c.admissible if c.kind == "convlab" and c.label != "auto"
                     and c.label != "plan" else "",
-                    *("" if pooled_median(c, pseudo) is None
-                      else f"{pooled_median(c, pseudo) * 1e3:.4f}" for pseudo in ("auto", "plan"))])
+                    *(_ms(pooled_median(c, pseudo)) for pseudo in ("auto", "plan"))])
+
+
+def _ms(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1e3:.4f}"

@@ -352,8 +352,9 @@ def recheck(contenders, rounds: int, per_block: int, min_block_seconds: float) -
     a 2-core VM one forced plan's block medians differed by 1.3x from round to round
     (im2col on ResNet-50 res2a_branch1, 655 and 959 us), where the plan's first call had
     kept an algorithm 5-8% slower than the fastest; on the 3-D U-Net's 0.1 s layers,
-    five calls each left auto 1.33x the algorithm it ran. Two or three contenders taking
-    turns share the machine's state more closely. auto and the algorithms share their
+    five calls each left auto 1.33x the algorithm it ran. The recheck is a second sample
+    of the contenders that decide those regrets, which the reports pool with the rounds
+    (:func:`convlab.cli._bench_results.rechecked_regret`). auto and the algorithms share their
     blocks call by call, as in the rounds; the plans take turns in blocks of their own,
     except where each takes at most PAIRED_PLAN_SECONDS (:func:`plan_units`). Every layer
     is rechecked, not only those that look slow, so that the figure is not chosen by its
