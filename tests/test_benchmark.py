@@ -216,8 +216,8 @@ def test_plan_regret_prefers_forced_plans_as_the_bar():
 def test_the_recheck_times_auto_and_the_plan_again_with_the_fastest_contenders():
     """After the rounds, auto shares blocks with the fastest algorithms, and the plan
     takes turns in blocks of its own with the fastest forced plans (over all, and over
-    those auto may choose); the rechecked regrets read those blocks alone, and the other
-    contenders are not called again."""
+    those auto may choose); the rechecked regrets read the medians of the rounds and those
+    blocks together, and the other contenders are not called again."""
     calls = []
 
     def timed(label, seconds, **fields):
