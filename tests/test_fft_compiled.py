@@ -603,6 +603,54 @@ def test_the_tile_choice_prices_threads_left_idle():
     np.testing.assert_allclose(fft_compiled._idle(np.array([1, 7]), 1), [1.0, 1.0])
 
 
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_bank_tasks_write_every_output_of_their_units_while_the_units_go_round(rng, cores):
+    """Bank tasks cut their (image, tile) units before their blocks of 2l outputs: with
+    at least one unit per core, every task takes every block (it owns whole rows of dst);
+    with fewer units than cores, tasks of one unit share out the blocks."""
+    sincnet_like = problem_of(*_tensors(rng, groups=1, ocg=80, input_shape=(3200,),
+                                        kernel=(63,)))
+    for lanes in fft_compiled.lane_counts():
+        found = fft_compiled._tiling_at(sincnet_like, 1 << 30, cores, lanes)
+        assert found is not None
+        t = found[1]
+        units = math.prod(t.tiles_per_axis)
+        out_blocks = -(-80 // (2 * lanes))
+        assert units >= cores
+        assert t.out_blocks_per_task == out_blocks, t
+        assert 1 <= t.units_per_task <= lanes
+        assert -(-units // t.units_per_task) >= min(units, fft_compiled.TASKS_PER_CORE * cores)
+    one_tile = problem_of(*_tensors(rng, groups=1, ocg=96, input_shape=(40,), kernel=(9,)))
+    found = fft_compiled._tiling_at(one_tile, 1 << 30, 4, 8)
+    assert found is not None
+    t = found[1]
+    if math.prod(t.tiles_per_axis) == 1:
+        assert t.units_per_task == 1
+        assert t.out_blocks_per_task == -(-6 // 4)  # six blocks of 16 outputs on 4 cores
+
+
+@pytest.mark.parametrize("depthwise", [True, False], ids=["depthwise", "bank"])
+def test_the_kernel_says_whether_it_wrote_inf_or_nan(rng, depthwise):
+    """``_fft.run`` checks the values it writes: True for finite data, False once one
+    input value is Inf (it spreads over its tiles), the same at any thread count."""
+    arguments = (dict(groups=16, input_shape=(40,), kernel=(9,)) if depthwise
+                 else dict(groups=1, ocg=20, input_shape=(40,), kernel=(9,)))
+    src, weights, bias, attributes = _tensors(rng, **arguments)
+    problem = problem_of(src, weights, bias, attributes)
+    t = fft_compiled.tiling(problem, weights_per_call=False)
+    assert t is not None and t.depthwise == depthwise
+    canonical = np.moveaxis(np.asarray(weights), problem.rank, 0)
+    spectrum = fft_compiled.spectra(problem, canonical, t, 1)
+    dst = np.empty((1, *problem.output_shape, problem.out_channels), np.float32)
+    for threads in (1, 2):
+        assert fft_compiled.run(problem, src, spectrum, bias, dst, threads, t)
+        assert np.isfinite(dst).all()
+        bad = src.copy()
+        bad[0, 20, 0] = np.inf
+        assert not fft_compiled.run(problem, bad, spectrum, bias, dst, threads, t)
+        assert not np.isfinite(dst).all()
+
+
 # --------------------------------------------------------------------------- plans
 
 def test_a_plan_transforms_its_weights_once(rng):

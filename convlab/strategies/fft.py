@@ -634,10 +634,21 @@ def padding_only(problem) -> list[np.ndarray]:
 
 def _fill_padding_only(problem, dst, bias) -> None:
     value = 0 if bias is None else bias
+    for axis, where in _padding_only_positions(problem):
+        dst[(slice(None),) * (1 + axis) + (where,)] = value
+
+
+@lru_cache(maxsize=256)
+def _padding_only_positions(problem) -> tuple[tuple[int, np.ndarray], ...]:
+    """(axis, the positions of :func:`padding_only`) for the axes that have any (most
+    problems have none: a call then skips the masks' few tens of microseconds)."""
+    found = []
     for axis, mask in enumerate(padding_only(problem)):
         where = np.flatnonzero(mask)
         if where.size:
-            dst[(slice(None),) * (1 + axis) + (where,)] = value
+            where.setflags(write=False)
+            found.append((axis, where))
+    return tuple(found)
 
 
 # --------------------------------------------------------------------------- contraction
@@ -701,11 +712,11 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
     compiled = fft_compiled.tiling(problem, weights_per_call=prepared.one_call)
     if compiled is not None:
         if compiled.weight_chunks:
-            fft_compiled.run_one_shot(problem, src, prepared.canonical, bias, dst, threads,
-                                      compiled)
+            finite = fft_compiled.run_one_shot(problem, src, prepared.canonical, bias, dst,
+                                               threads, compiled)
         else:
             spectrum = prepared.lane_spectrum(compiled, threads)
-            fft_compiled.run(problem, src, spectrum, bias, dst, threads, compiled)
+            finite = fft_compiled.run(problem, src, spectrum, bias, dst, threads, compiled)
         info = dict(compiled.describe(), fallback=None, backend="fft_lanes")
     else:
         t = tiling(problem)
@@ -716,8 +727,11 @@ def run_prepared(problem, src, prepared: FFTWeights, bias, dst, threads) -> str:
             block_count = _run_blocks(problem, src, spectrum, bias, dst, threads, t)
         info = dict(t.describe(), blocks=block_count, fallback=None,
                     backend=fft_transforms.BACKEND)
+        finite = _all_finite(dst)
+    # the compiled pipeline checked every value as it wrote it; the fill writes the bias
+    # (finite where those values were) or zero
     _fill_padding_only(problem, dst, bias)
-    if not _all_finite(dst):
+    if not finite:
         exact = _exact_fallback(problem)
         canonical = np.ascontiguousarray(prepared.canonical)
         exact.run(problem, src, exact.prepare_weights(problem, canonical), bias, dst, threads)

@@ -63,6 +63,18 @@ LANE_SPEEDUP = {8: 1.0, 16: 1.75}
 # 47 -> 26); a tile whose buffers outgrow the core's L2 pays L2_SPILL times.
 L1_SPILL = {8: 1.8, 16: 2.4}
 L2_SPILL = 1.5
+# The transforms' time goes with their passes over the data more than with log2 L: per
+# point of 8 lanes on the same Xeon, 256 (four radix-4 passes) took 6.3 ns, 288 (radix
+# 4, 4, 2, 3, 3 and a copy back) 9.1 ns, 1.43x while 5 N log2 N says 1.02x. A pass is
+# priced at PASS_FLOPS a point (what 5 N log2 N gives a radix-4 pass), and a line spills
+# once it takes more than L1_SHARE of the L1 data cache (the tile's other data, the
+# spectra and twiddles, share it: 384 points of 8 lanes, 48 KiB exactly, ran 1.23x as
+# long per pass as 288).
+PASS_FLOPS = 10.0
+L1_SHARE = 0.875
+# Likewise a tile's buffers spill the core's L2 beyond this share of it (the src and dst
+# it streams share it too).
+L2_SHARE = 0.875
 
 # Successive candidate lengths per axis differ by at least this ratio.
 LENGTH_LADDER = 1.06
@@ -85,6 +97,7 @@ class LaneTiling:
     scratch_stride: int           # floats per thread
     spectrum_floats: int
     out_blocks_per_task: int      # banks: blocks of 2 * lanes outputs per task
+    units_per_task: int           # banks: (image, tile) units per task, at most lanes
     # one-shot depthwise: tasks per channel block, each transforming its kernels in its
     # scratch (run_one_shot); 0 where the spectra are computed first (:func:`spectra`)
     weight_chunks: int = 0
@@ -181,14 +194,14 @@ def _tiling_at(problem, limit: int, cores: int, lane_count: int,
     fits = scratch_bytes * cores <= limit
     if not fits.any():
         return None
-    spill = np.where(scratch_bytes > cpu.cache_bytes("L2", 1 << 20), L2_SPILL, 1.0)
+    spill = np.where(scratch_bytes > L2_SHARE * cpu.cache_bytes("L2", 1 << 20), L2_SPILL, 1.0)
     tiles = np.ceil(np.asarray(problem.output_shape, dtype=np.float64) / held).prod(axis=1)
-    step = _out_blocks_per_task(problem, tiles, cores, lane_count)
+    unit_step, step = _bank_split(problem, tiles, cores, lane_count)
     chunks = (_weight_chunks(problem, tiles, cores, lane_count)
               if weights_per_call and mode(problem) == "depthwise" else None)
-    counts = _counts(problem, points, tiles, step, lane_count, chunks)
+    counts = _counts(problem, points, tiles, unit_step, step, lane_count, chunks)
     c = TILE_CHOICE
-    flop = c["flop"] / LANE_SPEEDUP[lane_count] * _l1_factor(lengths, lane_count)
+    flop = c["flop"] / LANE_SPEEDUP[lane_count] * _transform_factor(lengths, lane_count)
     seconds = (((counts["lane_transform_flops"] * flop
                  + counts["lane_points"] * c["lane_point"]) * spill
                 + counts["lane_tasks"] * c["task"]) * _idle(counts["lane_tasks"], cores))
@@ -204,8 +217,9 @@ def _tiling_at(problem, limit: int, cores: int, lane_count: int,
     return float(seconds[best]), LaneTiling(
         mode(problem), lane_count, fft_shape, outputs, per_axis, geometry,
         _fft.scratch_stride(geometry),
-        _fft.spectrum_floats(geometry, mode(problem) == "depthwise"), int(step[best]),
-        0 if chunks is None else int(chunks[best]))
+        _fft.spectrum_floats(geometry, mode(problem) == "depthwise"),
+        out_blocks_per_task=int(step[best]), units_per_task=int(unit_step[best]),
+        weight_chunks=0 if chunks is None else int(chunks[best]))
 
 
 def _idle(tasks: np.ndarray, cores: int) -> np.ndarray:
@@ -215,25 +229,48 @@ def _idle(tasks: np.ndarray, cores: int) -> np.ndarray:
     return np.ceil(tasks / cores) * cores / tasks
 
 
-def _l1_factor(lengths: np.ndarray, lane_count: int) -> np.ndarray:
-    """Per candidate (rows of per-axis lengths), L1_SPILL where its lines outgrow the L1
-    data cache, weighted by each axis's share of the transforms' flops (log2 L)."""
-    lengths = np.asarray(lengths, dtype=np.float64)
-    spills = 16 * lengths * lane_count > cpu.cache_bytes("L1d", 32 << 10)
-    logs = np.log2(np.maximum(lengths, 1.0))
-    total = logs.sum(axis=1)
-    spilled = np.where(spills, logs, 0.0).sum(axis=1)
-    return 1.0 + (L1_SPILL[lane_count] - 1.0) * spilled / np.maximum(total, 1.0)
+def _transform_factor(lengths: np.ndarray, lane_count: int) -> np.ndarray:
+    """Per candidate (rows of per-axis lengths), its transforms' time against what 5 N
+    log2 N prices: each axis costs its passes (:func:`_passes`) at PASS_FLOPS a point,
+    L1_SPILL times that where its lines outgrow L1_SHARE of the L1 data cache."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    passes = np.vectorize(_passes, otypes=[np.float64])(lengths)
+    spills = 16 * lengths * lane_count > L1_SHARE * cpu.cache_bytes("L1d", 32 << 10)
+    cost = PASS_FLOPS * passes * np.where(spills, L1_SPILL[lane_count], 1.0)
+    logs = 5.0 * np.log2(np.maximum(lengths, 1)).sum(axis=1)
+    return np.where(logs > 0, cost.sum(axis=1) / np.maximum(logs, 1.0), 1.0)
 
 
-def _out_blocks_per_task(problem, tiles: np.ndarray, cores: int,
-                         lane_count: int) -> np.ndarray:
-    """Banks with few (group, l tiles) tasks split their outputs too, into at least
-    TASKS_PER_CORE tasks per core where there are enough blocks of 2l outputs."""
+@lru_cache(maxsize=None)
+def _passes(length: int) -> int:
+    """The passes over its data a transform of ``length`` makes in fft_lanes.h: radix 4
+    while it divides, one 2, then 3s and 5s, and a copy back after an odd count."""
+    count = 0
+    for radix in (4, 2, 3, 5):
+        while length > 1 and length % radix == 0:
+            length //= radix
+            count += 1
+            if radix == 2:
+                break
+    return count + count % 2
+
+
+def _bank_split(problem, tiles: np.ndarray, cores: int,
+                lane_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Banks: (image, tile) units and blocks of 2l outputs per task. Tasks take l units
+    and every block while that makes TASKS_PER_CORE tasks per core, fewer units where it
+    does not; they share out the blocks only where one unit per task leaves a core
+    without a task. A task that writes every output of its units owns whole rows of dst,
+    while tasks writing neighbouring blocks of one row at once share its cache lines
+    (SincNet's 63 taps ran no faster on two threads than on one with dst 16 bytes off a
+    cache line)."""
     out_blocks = -(-problem.out_channels_per_group // (2 * lane_count))
-    unit_tasks = problem.groups * np.ceil(problem.batch * tiles / lane_count)
-    splits = np.minimum(out_blocks, np.ceil(TASKS_PER_CORE * cores / unit_tasks))
-    return np.ceil(out_blocks / splits).astype(np.int64)
+    units = problem.batch * np.asarray(tiles, dtype=np.float64)
+    per_task = np.clip(np.floor(problem.groups * units / (TASKS_PER_CORE * cores)), 1,
+                       lane_count)
+    unit_tasks = problem.groups * np.ceil(units / per_task)
+    splits = np.minimum(out_blocks, np.ceil(cores / unit_tasks))
+    return per_task.astype(np.int64), np.ceil(out_blocks / splits).astype(np.int64)
 
 
 def _weight_chunks(problem, tiles: np.ndarray, cores: int, lane_count: int) -> np.ndarray:
@@ -246,7 +283,7 @@ def _weight_chunks(problem, tiles: np.ndarray, cores: int, lane_count: int) -> n
     return np.minimum(units, wanted).astype(np.int64)
 
 
-def _counts(problem, points, tiles, out_blocks_per_task, lane_count: int,
+def _counts(problem, points, tiles, units_per_task, out_blocks_per_task, lane_count: int,
             weight_chunks=None) -> dict[str, np.ndarray]:
     """What runs with tiles of ``points`` points (``tiles`` of them per image) and
     ``lane_count`` lanes do: the transforms' flops (5 N log2 N per lane), the points of
@@ -271,7 +308,7 @@ def _counts(problem, points, tiles, out_blocks_per_task, lane_count: int,
             weight_passes = 2.0  # zeroing
     else:
         out_blocks = -(-problem.out_channels_per_group // pair)
-        tasks = (problem.groups * np.ceil(units / lane_count)
+        tasks = (problem.groups * np.ceil(units / np.asarray(units_per_task))
                  * np.ceil(out_blocks / np.asarray(out_blocks_per_task)))
         inverses = problem.groups * units * out_blocks
         transforms = tasks + inverses
@@ -370,34 +407,37 @@ def spectra(problem, canonical: np.ndarray, t: LaneTiling, threads: int,
     return out
 
 
-def run(problem, src, spectrum: np.ndarray, bias, dst, threads: int, t: LaneTiling) -> None:
-    """``dst`` = the correlation (plus ``bias``) through tiling ``t``."""
-    _run(src, bias, dst, lambda source, bias_, target, threads_: _fft.run(
+def run(problem, src, spectrum: np.ndarray, bias, dst, threads: int, t: LaneTiling) -> bool:
+    """``dst`` = the correlation (plus ``bias``) through tiling ``t``; whether every value
+    of it is finite."""
+    return _run(src, bias, dst, lambda source, bias_, target, threads_: _fft.run(
         t.geometry, _plans(t.fft_shape), source, spectrum, bias_, target, t.depthwise,
-        t.out_blocks_per_task, _scratch(t, threads_), threads_), _threads_for(t, threads))
+        t.units_per_task, t.out_blocks_per_task, _scratch(t, threads_), threads_),
+        _threads_for(t, threads))
 
 
 def run_one_shot(problem, src, canonical: np.ndarray, bias, dst, threads: int,
-                 t: LaneTiling) -> None:
-    """``dst`` as :func:`run` computes it, for a one-shot depthwise tiling
-    (``t.weight_chunks``): each task transforms its channel block's kernels in its own
-    scratch, so the spectra never make a pass through memory of their own."""
+                 t: LaneTiling) -> bool:
+    """``dst`` as :func:`run` computes it (and what it returns), for a one-shot depthwise
+    tiling (``t.weight_chunks``): each task transforms its channel block's kernels in its
+    own scratch, so the spectra never make a pass through memory of their own."""
     weights = _weights_5d(problem, canonical)
-    _run(src, bias, dst, lambda source, bias_, target, threads_: _fft.run_depthwise_one_shot(
+    return _run(src, bias, dst, lambda source, bias_, target, threads_: _fft.run_depthwise_one_shot(
         t.geometry, _plans(t.fft_shape), source, weights, bias_, target, t.weight_chunks,
         _scratch(t, threads_), threads_), _threads_for(t, threads))
 
 
-def _run(src, bias, dst, kernel, threads: int) -> None:
+def _run(src, bias, dst, kernel, threads: int) -> bool:
     """``kernel(source, bias, target, threads)`` on float32 C-contiguous flat views,
-    through a temporary where ``dst`` is not C-contiguous."""
+    through a temporary where ``dst`` is not C-contiguous; what the kernel returns."""
     source = np.ascontiguousarray(src, dtype=np.float32).reshape(-1)
     target = dst if dst.flags.c_contiguous else np.empty(dst.shape, np.float32)
     if bias is not None:
         bias = np.ascontiguousarray(bias, dtype=np.float32)
-    kernel(source, bias, target.reshape(-1), threads)
+    finite = bool(kernel(source, bias, target.reshape(-1), threads))
     if target is not dst:
         np.copyto(dst, target)
+    return finite
 
 
 def weight_tasks(problem, t: LaneTiling) -> int:
@@ -412,6 +452,6 @@ def work_counts(problem, t: LaneTiling) -> dict[str, float]:
     """:func:`_counts` of one tiling, as floats."""
     counts = _counts(problem, np.array([math.prod(t.fft_shape)]),
                      np.array([math.prod(t.tiles_per_axis)]),
-                     np.array([t.out_blocks_per_task]), t.lanes,
+                     np.array([t.units_per_task]), np.array([t.out_blocks_per_task]), t.lanes,
                      np.array([t.weight_chunks]) if t.weight_chunks else None)
     return {name: float(value[0]) for name, value in counts.items()}

@@ -53,15 +53,16 @@ cdef extern from "fft_tiles.h" nogil:
     Py_ssize_t ft_scratch_floats(const ft_geometry *g)
     void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const float *src,
                           const float *spectra, const float *bias, float *dst,
-                          float *scratch, Py_ssize_t scratch_stride, int threads)
+                          int *nonfinite, float *scratch, Py_ssize_t scratch_stride,
+                          int threads)
     void ft_run_bank(const ft_geometry *g, const fl_plan *plans, const float *src,
                      const float *spectra, const float *bias, float *dst,
-                     Py_ssize_t ob_step, float *scratch, Py_ssize_t scratch_stride,
-                     int threads)
+                     int *nonfinite, Py_ssize_t unit_step, Py_ssize_t ob_step,
+                     float *scratch, Py_ssize_t scratch_stride, int threads)
     void ft_run_depthwise_fused(const ft_geometry *g, const fl_plan *plans,
                                 const float *src, const float *w, const float *bias,
-                                float *dst, Py_ssize_t chunks, float *scratch,
-                                Py_ssize_t scratch_stride, int threads)
+                                float *dst, int *nonfinite, Py_ssize_t chunks,
+                                float *scratch, Py_ssize_t scratch_stride, int threads)
     void ft_run_spectra(const ft_geometry *g, const fl_plan *plans, const float *w,
                         int depthwise, float *out, float *scratch,
                         Py_ssize_t scratch_stride, int threads)
@@ -244,7 +245,8 @@ def run_depthwise_one_shot(tuple geometry, _Plans plans, const float[::1] src,
     """``dst`` as :func:`run` computes it for a depthwise geometry, from the canonical
     ``weights`` (as :func:`spectra` takes them) instead of kept spectra: each task
     transforms its channel block's kernels in its own scratch, then runs its share of the
-    (image, tile) units, the block's units cut into ``chunks``."""
+    (image, tile) units, the block's units cut into ``chunks``. Returns whether every value
+    written is finite."""
     cdef ft_geometry g = _geometry(geometry)
     _weight_strides(&g, weights)
     if g.ocg != 1:
@@ -253,18 +255,21 @@ def run_depthwise_one_shot(tuple geometry, _Plans plans, const float[::1] src,
     cdef Py_ssize_t stride = scratch_stride(geometry)
     threads = max(1, threads)
     cdef float *base = _aligned(scratch, stride * threads)
+    cdef int nonfinite = 0
     with nogil:
         ft_run_depthwise_fused(&g, plans.plans, &src[0], &weights[0, 0, 0, 0, 0], bias_ptr,
-                               &dst[0], chunks, base, stride, threads)
+                               &dst[0], &nonfinite, chunks, base, stride, threads)
+    return not nonfinite
 
 
 def run(tuple geometry, _Plans plans, const float[::1] src, const float[::1] spectra,
-        bias, float[::1] dst, bint depthwise, Py_ssize_t out_blocks_per_task,
-        float[::1] scratch, int threads):
+        bias, float[::1] dst, bint depthwise, Py_ssize_t units_per_task,
+        Py_ssize_t out_blocks_per_task, float[::1] scratch, int threads):
     """``dst`` (N, O..., G * OCg) = the correlation of ``src`` (N, I..., G) with the
     kernels whose ``spectra`` are given, plus ``bias`` (G * OCg floats, or None); all
-    C-contiguous float32, flattened. Bank tasks take ``out_blocks_per_task`` blocks of 2l
-    outputs each."""
+    C-contiguous float32, flattened. Bank tasks take ``units_per_task`` (image, tile) units
+    (at most l) and ``out_blocks_per_task`` blocks of 2l outputs each. Returns whether every
+    value written is finite (the crops check as they write)."""
     cdef ft_geometry g = _geometry(geometry)
     cdef const float *bias_ptr = _checked_io(&g, src, bias, dst)
     if spectra.shape[0] < spectrum_floats(geometry, depthwise):
@@ -272,13 +277,16 @@ def run(tuple geometry, _Plans plans, const float[::1] src, const float[::1] spe
     cdef Py_ssize_t stride = scratch_stride(geometry)
     threads = max(1, threads)
     cdef float *base = _aligned(scratch, stride * threads)
+    cdef int nonfinite = 0
     with nogil:
         if depthwise:
-            ft_run_depthwise(&g, plans.plans, &src[0], &spectra[0], bias_ptr, &dst[0], base,
-                             stride, threads)
+            ft_run_depthwise(&g, plans.plans, &src[0], &spectra[0], bias_ptr, &dst[0],
+                             &nonfinite, base, stride, threads)
         else:
             ft_run_bank(&g, plans.plans, &src[0], &spectra[0], bias_ptr, &dst[0],
-                        out_blocks_per_task, base, stride, threads)
+                        &nonfinite, units_per_task, out_blocks_per_task, base, stride,
+                        threads)
+    return not nonfinite
 
 
 def lane_transform(float[:, ::1] re, float[:, ::1] im, bint inverse):

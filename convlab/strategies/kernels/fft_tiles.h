@@ -74,6 +74,7 @@ typedef struct {
  * line buffer (re then im, Lmax * lanes each) and the transform's work (2 * Lmax * lanes). */
 typedef struct {
     float *a_re, *a_im, *b_re, *b_im, *line_re, *line_im, *work;
+    int *nonfinite;  /* set to 1 by a crop that writes Inf or NaN (NULL: not asked) */
 } ft_scratch;
 
 static inline Py_ssize_t ft_points(const ft_geometry *g) { return g->L[0] * g->L[1] * g->L[2]; }
@@ -102,6 +103,7 @@ static void ft_scratch_carve(const ft_geometry *g, float *base, ft_scratch *s)
     s->line_re = base + 4 * n;
     s->line_im = base + 4 * n + l;
     s->work = base + 4 * n + 2 * l;
+    s->nonfinite = NULL;
 }
 
 /* One tile along one axis: the buffer positions [lo, hi) hold src positions
@@ -412,6 +414,61 @@ static FL_ALWAYS_INLINE void ft_pair_product(
     }
 }
 
+/* Whether x is Inf or NaN, as an integer the crops OR together (an integer reduction
+ * vectorizes where a floating-point one would need reassociation). */
+static FL_ALWAYS_INLINE unsigned ft_nonfinite(float x)
+{
+    unsigned bits;
+    memcpy(&bits, &x, sizeof bits);
+    return (bits & 0x7f800000u) == 0x7f800000u;
+}
+
+/* The crop of one tile: the positions [0, keep) of every axis of (re, im) (lanes_a
+ * channels from c0 in the real parts, lanes_b from c0 + lanes in the imaginary ones) into
+ * `dst` (N, O0, O1, O2, C) of image `image` at the tile's first outputs, plus `bias` (its
+ * value for c0 on, or NULL). Raises the scratch's `nonfinite` flag where a value written
+ * is Inf or NaN, so that the caller need not read dst again to find out. */
+static FL_ALWAYS_INLINE void ft_crop(
+    const ft_geometry *g, const float *re, const float *im, const Py_ssize_t *keep,
+    const ft_axis_tile *ax, Py_ssize_t image, Py_ssize_t c0, Py_ssize_t C,
+    const float *bias, Py_ssize_t lanes_a, Py_ssize_t lanes_b, float *dst,
+    const ft_scratch *s, const int lanes)
+{
+    const Py_ssize_t L1 = g->L[1], L2 = g->L[2];
+    const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
+    unsigned bad = 0;
+    for (Py_ssize_t q0 = 0; q0 < keep[0]; q0++)
+        for (Py_ssize_t q1 = 0; q1 < keep[1]; q1++) {
+            float *row = dst + (((image * O0 + ax[0].first + q0) * O1 + ax[1].first + q1) * O2
+                                + ax[2].first) * C + c0;
+            for (Py_ssize_t q2 = 0; q2 < keep[2]; q2++) {
+                float *to = row + q2 * C;
+                const float *from_re = re + ((q0 * L1 + q1) * L2 + q2) * lanes;
+                const float *from_im = im + ((q0 * L1 + q1) * L2 + q2) * lanes;
+                if (bias) {
+                    for (Py_ssize_t v = 0; v < lanes_a; v++) {
+                        to[v] = from_re[v] + bias[v];
+                        bad |= ft_nonfinite(to[v]);
+                    }
+                    for (Py_ssize_t v = 0; v < lanes_b; v++) {
+                        to[lanes + v] = from_im[v] + bias[lanes + v];
+                        bad |= ft_nonfinite(to[lanes + v]);
+                    }
+                } else {
+                    for (Py_ssize_t v = 0; v < lanes_a; v++) {
+                        to[v] = from_re[v];
+                        bad |= ft_nonfinite(from_re[v]);
+                    }
+                    for (Py_ssize_t v = 0; v < lanes_b; v++) {
+                        to[lanes + v] = from_im[v];
+                        bad |= ft_nonfinite(from_im[v]);
+                    }
+                }
+            }
+        }
+    if (bad && s->nonfinite) __atomic_store_n(s->nonfinite, 1, __ATOMIC_RELAXED);
+}
+
 /* One depthwise tile: channel block `block`, image `image`, spatial tile `tile`, in the
  * scratch's a buffers, with the block's spectra `spec` (ft_pair_product). `src` is
  * (N, I0, I1, I2, G), `dst` (N, O0, O1, O2, G), `bias` G floats or NULL. */
@@ -452,24 +509,8 @@ static FL_ALWAYS_INLINE void ft_depthwise_tile(
     ft_pair_product(g, re, im, spec, from_kernel, 0.25f / (float)ft_points(g), lanes);
     const Py_ssize_t keep[3] = {ax[0].count, ax[1].count, ax[2].count};
     ft_inverse(g, plans, keep, re, im, s, lanes);
-    const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
-    for (Py_ssize_t q0 = 0; q0 < keep[0]; q0++)
-        for (Py_ssize_t q1 = 0; q1 < keep[1]; q1++) {
-            float *row = dst + (((image * O0 + ax[0].first + q0) * O1 + ax[1].first + q1) * O2
-                                + ax[2].first) * C + c0;
-            for (Py_ssize_t q2 = 0; q2 < keep[2]; q2++) {
-                float *to = row + q2 * C;
-                const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * lanes;
-                if (bias) {
-                    for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v] + bias[c0 + v];
-                    for (Py_ssize_t v = 0; v < lanes_b; v++)
-                        to[lanes + v] = im[at + v] + bias[c0 + lanes + v];
-                } else {
-                    for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v];
-                    for (Py_ssize_t v = 0; v < lanes_b; v++) to[lanes + v] = im[at + v];
-                }
-            }
-        }
+    ft_crop(g, re, im, keep, ax, image, c0, C, bias ? bias + c0 : NULL, lanes_a, lanes_b, dst,
+            s, lanes);
 }
 
 /* One depthwise task of a plan: a tile with the block's spectra from `spectra`. */
@@ -501,23 +542,23 @@ static FL_ALWAYS_INLINE void ft_depthwise_fused_task_body(
                           s, lanes);
 }
 
-/* One bank task: group `group`, units [u0, u0 + lanes) of the (image, tile) list (image
- * major), the blocks of 2*lanes outputs [ob_lo, ob_hi). `src` is (N, I0, I1, I2, G), `dst`
+/* One bank task: group `group`, units [u0, u0 + unit_count) of the (image, tile) list
+ * (image major; unit_count at most lanes), the blocks of 2*lanes outputs [ob_lo, ob_hi). `src` is (N, I0, I1, I2, G), `dst`
  * (N, O0, O1, O2, G * OCg), `spectra` the groups' V blocks, (G, ceil(OCg / (2*lanes)), 2,
  * N, lanes). */
 static FL_ALWAYS_INLINE void ft_bank_task_body(
     const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
-    const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t ob_lo,
-    Py_ssize_t ob_hi, const ft_scratch *s, const int lanes)
+    const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t unit_count,
+    Py_ssize_t ob_lo, Py_ssize_t ob_hi, const ft_scratch *s, const int lanes)
 {
     const Py_ssize_t n = ft_points(g) * lanes;
     const Py_ssize_t tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
     Py_ssize_t units = g->batch * tiles - u0;
+    if (units > unit_count) units = unit_count;
     if (units > lanes) units = lanes;
     const Py_ssize_t G = g->groups, OC = g->groups * g->ocg;
     const Py_ssize_t L1 = g->L[1], L2 = g->L[2];
     const Py_ssize_t I0 = g->in_shape[0], I1 = g->in_shape[1], I2 = g->in_shape[2];
-    const Py_ssize_t O0 = g->out_shape[0], O1 = g->out_shape[1], O2 = g->out_shape[2];
     ft_axis_tile ax[FL_MAX_LANES][3];
     Py_ssize_t lo[3] = {g->L[0], g->L[1], g->L[2]}, hi[3] = {0, 0, 0};
     float *x_re = s->b_re, *x_im = s->b_im;
@@ -545,8 +586,18 @@ static FL_ALWAYS_INLINE void ft_bank_task_body(
     for (int a = 0; a < 3; a++)
         if (hi[a] < lo[a]) { lo[a] = 0; hi[a] = 0; }
     ft_forward(g, plans, lo, hi, x_re, x_im, s, lanes);
+    /* the units' spectra one after another in the a buffers (unit u's N values from u * N),
+     * so that each product below streams its unit's values instead of reading one lane of
+     * every element; the b buffers then hold the inverse transforms */
+    const Py_ssize_t points = ft_points(g);
+    float *xt_re = s->a_re, *xt_im = s->a_im;
+    for (Py_ssize_t k = 0; k < points; k++)
+        for (Py_ssize_t u = 0; u < units; u++) {
+            xt_re[u * points + k] = x_re[k * lanes + u];
+            xt_im[u * points + k] = x_im[k * lanes + u];
+        }
     const Py_ssize_t out_blocks = (g->ocg + 2 * lanes - 1) / (2 * lanes);
-    float *re = s->a_re, *im = s->a_im;
+    float *re = s->b_re, *im = s->b_im;
     for (Py_ssize_t ob = ob_lo; ob < ob_hi && ob < out_blocks; ob++) {
         const float *v_re = spectra + (group * out_blocks + ob) * 2 * n, *v_im = v_re + n;
         const Py_ssize_t o0 = ob * 2 * lanes;
@@ -554,35 +605,18 @@ static FL_ALWAYS_INLINE void ft_bank_task_body(
         ft_halves(g->ocg, o0, lanes, &lanes_a, &lanes_b);
         const Py_ssize_t c0 = group * g->ocg + o0;
         for (Py_ssize_t u = 0; u < units; u++) {
-            for (Py_ssize_t i = 0; i < n; i += lanes) {
-                const float xr = x_re[i + u], xi = x_im[i + u];
+            const float *restrict ur = xt_re + u * points, *restrict ui = xt_im + u * points;
+            for (Py_ssize_t k = 0; k < points; k++) {
+                const float xr = ur[k], xi = ui[k];
                 FT_LANE_VECTORS(lanes,
-                    const FT_VEC vr = FT_LOAD(v_re + i), vi = FT_LOAD(v_im + i);
-                    FT_STORE(re + i, xr * vr - xi * vi);
-                    FT_STORE(im + i, xr * vi + xi * vr););
+                    const FT_VEC vr = FT_LOAD(v_re + k * lanes), vi = FT_LOAD(v_im + k * lanes);
+                    FT_STORE(re + k * lanes, xr * vr - xi * vi);
+                    FT_STORE(im + k * lanes, xr * vi + xi * vr););
             }
             const Py_ssize_t keep[3] = {ax[u][0].count, ax[u][1].count, ax[u][2].count};
             ft_inverse(g, plans, keep, re, im, s, lanes);
-            const Py_ssize_t image = (u0 + u) / tiles;
-            for (Py_ssize_t q0 = 0; q0 < keep[0]; q0++)
-                for (Py_ssize_t q1 = 0; q1 < keep[1]; q1++) {
-                    float *row = dst + (((image * O0 + ax[u][0].first + q0) * O1
-                                         + ax[u][1].first + q1) * O2 + ax[u][2].first) * OC + c0;
-                    for (Py_ssize_t q2 = 0; q2 < keep[2]; q2++) {
-                        float *to = row + q2 * OC;
-                        const Py_ssize_t at = ((q0 * L1 + q1) * L2 + q2) * lanes;
-                        if (bias) {
-                            for (Py_ssize_t v = 0; v < lanes_a; v++)
-                                to[v] = re[at + v] + bias[c0 + v];
-                            for (Py_ssize_t v = 0; v < lanes_b; v++)
-                                to[lanes + v] = im[at + v] + bias[c0 + lanes + v];
-                        } else {
-                            for (Py_ssize_t v = 0; v < lanes_a; v++) to[v] = re[at + v];
-                            for (Py_ssize_t v = 0; v < lanes_b; v++)
-                                to[lanes + v] = im[at + v];
-                        }
-                    }
-                }
+            ft_crop(g, re, im, keep, ax[u], (u0 + u) / tiles, c0, OC,
+                    bias ? bias + c0 : NULL, lanes_a, lanes_b, dst, s, lanes);
         }
     }
 }
@@ -652,9 +686,9 @@ FT_DISPATCHED(ft_depthwise_fused_task, g->lanes,
 
 FT_DISPATCHED(ft_bank_task, g->lanes,
     (const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
-     const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t ob_lo,
-     Py_ssize_t ob_hi, const ft_scratch *s),
-    (g, plans, src, spectra, bias, dst, group, u0, ob_lo, ob_hi, s))
+     const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t unit_count,
+     Py_ssize_t ob_lo, Py_ssize_t ob_hi, const ft_scratch *s),
+    (g, plans, src, spectra, bias, dst, group, u0, unit_count, ob_lo, ob_hi, s))
 
 FT_DISPATCHED(ft_lane_transform, lanes_of,
     (Py_ssize_t lanes_of, const fl_plan *p, float *re, float *im, int inverse, float *work),
@@ -671,8 +705,10 @@ typedef struct {
     const fl_plan *plans;
     const float *src, *spectra, *bias, *w;
     float *dst, *out;
-    Py_ssize_t tiles, per_block, per_group, ob_tasks, ob_step, out_blocks, n, chunks;
+    Py_ssize_t tiles, per_block, per_group, unit_step, ob_tasks, ob_step, out_blocks, n,
+        chunks;
     int depthwise;
+    int *nonfinite;  /* the crops' flag (ft_scratch), or NULL */
 } ft_run;
 
 typedef void (*ft_task_fn)(const ft_run *r, Py_ssize_t t, const ft_scratch *s);
@@ -686,6 +722,7 @@ static void ft_run_tasks(const ft_run *r, ft_task_fn task, Py_ssize_t tasks, flo
     if (threads <= 1) {
         ft_scratch s;
         ft_scratch_carve(r->g, scratch, &s);
+        s.nonfinite = r->nonfinite;
         for (Py_ssize_t t = 0; t < tasks; t++)
             task(r, t, &s);
         return;
@@ -696,6 +733,7 @@ static void ft_run_tasks(const ft_run *r, ft_task_fn task, Py_ssize_t tasks, flo
     for (Py_ssize_t t = 0; t < tasks; t++) {
         ft_scratch s;
         ft_scratch_carve(r->g, scratch + omp_get_thread_num() * scratch_stride, &s);
+        s.nonfinite = r->nonfinite;
         task(r, t, &s);
     }
 }
@@ -717,13 +755,14 @@ static void ft_depthwise_fused_task_at(const ft_run *r, Py_ssize_t t, const ft_s
                             (chunk + 1) * r->per_block / r->chunks, s);
 }
 
-/* Bank task t: group major, then `lanes` (image, tile) units at a time, then `ob_step`
+/* Bank task t: group major, then `unit_step` (image, tile) units at a time, then `ob_step`
  * blocks of 2*lanes outputs at a time (each task transforms its units' input again). */
 static void ft_bank_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch *s)
 {
     const Py_ssize_t ob = t % r->ob_tasks * r->ob_step;
     ft_bank_task(r->g, r->plans, r->src, r->spectra, r->bias, r->dst, t / r->per_group,
-                 (t % r->per_group) / r->ob_tasks * r->g->lanes, ob, ob + r->ob_step, s);
+                 (t % r->per_group) / r->ob_tasks * r->unit_step, r->unit_step, ob,
+                 ob + r->ob_step, s);
 }
 
 /* Spectrum task t: depthwise, channel block t (4 N lanes floats); banks, (group, block of
@@ -739,9 +778,11 @@ static void ft_spectrum_task_at(const ft_run *r, Py_ssize_t t, const ft_scratch 
 
 static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const float *src,
                              const float *spectra, const float *bias, float *dst,
-                             float *scratch, Py_ssize_t scratch_stride, int threads)
+                             int *nonfinite, float *scratch, Py_ssize_t scratch_stride,
+                             int threads)
 {
     ft_run r = {0};
+    r.nonfinite = nonfinite;
     r.g = g; r.plans = plans; r.src = src; r.spectra = spectra; r.bias = bias; r.dst = dst;
     r.tiles = g->tiles[0] * g->tiles[1] * g->tiles[2];
     r.per_block = g->batch * r.tiles;
@@ -753,10 +794,11 @@ static void ft_run_depthwise(const ft_geometry *g, const fl_plan *plans, const f
 /* A one-shot depthwise run from the weights `w` (as ft_run_spectra's), no spectra kept. */
 static void ft_run_depthwise_fused(const ft_geometry *g, const fl_plan *plans,
                                    const float *src, const float *w, const float *bias,
-                                   float *dst, Py_ssize_t chunks, float *scratch,
-                                   Py_ssize_t scratch_stride, int threads)
+                                   float *dst, int *nonfinite, Py_ssize_t chunks,
+                                   float *scratch, Py_ssize_t scratch_stride, int threads)
 {
     ft_run r = {0};
+    r.nonfinite = nonfinite;
     r.g = g; r.plans = plans; r.src = src; r.w = w; r.bias = bias; r.dst = dst;
     r.per_block = g->batch * g->tiles[0] * g->tiles[1] * g->tiles[2];
     r.chunks = chunks < 1 ? 1 : (chunks > r.per_block ? r.per_block : chunks);
@@ -767,17 +809,19 @@ static void ft_run_depthwise_fused(const ft_geometry *g, const fl_plan *plans,
 
 static void ft_run_bank(const ft_geometry *g, const fl_plan *plans, const float *src,
                         const float *spectra, const float *bias, float *dst,
-                        Py_ssize_t ob_step, float *scratch, Py_ssize_t scratch_stride,
-                        int threads)
+                        int *nonfinite, Py_ssize_t unit_step, Py_ssize_t ob_step,
+                        float *scratch, Py_ssize_t scratch_stride, int threads)
 {
     ft_run r = {0};
+    r.nonfinite = nonfinite;
     r.g = g; r.plans = plans; r.src = src; r.spectra = spectra; r.bias = bias; r.dst = dst;
     const Py_ssize_t units = g->batch * g->tiles[0] * g->tiles[1] * g->tiles[2];
     const Py_ssize_t pair = 2 * g->lanes;
     const Py_ssize_t out_blocks = (g->ocg + pair - 1) / pair;
+    r.unit_step = unit_step < 1 ? 1 : (unit_step > g->lanes ? g->lanes : unit_step);
     r.ob_step = ob_step < 1 ? 1 : ob_step;
     r.ob_tasks = (out_blocks + r.ob_step - 1) / r.ob_step;
-    r.per_group = (units + g->lanes - 1) / g->lanes * r.ob_tasks;
+    r.per_group = (units + r.unit_step - 1) / r.unit_step * r.ob_tasks;
     ft_run_tasks(&r, ft_bank_task_at, g->groups * r.per_group, scratch, scratch_stride,
                  threads);
 }
