@@ -241,7 +241,7 @@ def _transform_factor(lengths: np.ndarray, lane_count: int) -> np.ndarray:
     return np.where(logs > 0, cost.sum(axis=1) / np.maximum(logs, 1.0), 1.0)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=4096)
 def _passes(length: int) -> int:
     """The passes over its data a transform of ``length`` makes in fft_lanes.h: radix 4
     while it divides, one 2, then 3s and 5s, and a copy back after an odd count."""
