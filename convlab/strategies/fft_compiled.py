@@ -8,8 +8,10 @@ from the gather to the crop (``convlab.strategies.kernels._fft``, on fft_tiles.h
 transforms of its own (fft_lanes.h) that compute l at once across a vector's lanes and
 put two real signals in each lane: 2l channels (depthwise) or 2l outputs (banks) per
 transform, l = 8, or 16 at the AVX-512 level (:func:`lane_counts`). Tasks are (2l
-channels, image, tile) or (group, l tiles); the threads share them, each with its own
-scratch, so the result does not depend on the thread count.
+channels, image, tile) or (group, up to l tiles, every output where the tiles go round the
+cores); the threads share them, each with its own scratch, so the result does not depend
+on the thread count. The crops check each value they write for Inf and NaN, so the caller
+knows whether to recompute exactly without reading the result again.
 
 Transform lengths are 2^a 3^b 5^c up to 4096 per axis. The tile shape and the lane count
 are the cheapest estimate (TILE_CHOICE) among whole axes (shortened by the padding, as in
