@@ -620,13 +620,11 @@ def test_bank_tasks_write_every_output_of_their_units_while_the_units_go_round(r
         assert t.out_blocks_per_task == out_blocks, t
         assert 1 <= t.units_per_task <= lanes
         assert -(-units // t.units_per_task) >= min(units, fft_compiled.TASKS_PER_CORE * cores)
-    one_tile = problem_of(*_tensors(rng, groups=1, ocg=96, input_shape=(40,), kernel=(9,)))
-    found = fft_compiled._tiling_at(one_tile, 1 << 30, 4, 8)
-    assert found is not None
-    t = found[1]
-    if math.prod(t.tiles_per_axis) == 1:
-        assert t.units_per_task == 1
-        assert t.out_blocks_per_task == -(-6 // 4)  # six blocks of 16 outputs on 4 cores
+    # 96 outputs: six blocks of 16 at 8 lanes, on 4 cores, with 1, 2, 3 and 9 tiles
+    few = problem_of(*_tensors(rng, groups=1, ocg=96, input_shape=(40,), kernel=(9,)))
+    units, blocks = fft_compiled._bank_split(few, np.array([1.0, 2.0, 3.0, 9.0]), 4, 8)
+    np.testing.assert_array_equal(units, [1, 1, 1, 1])
+    np.testing.assert_array_equal(blocks, [2, 3, 3, 6])
 
 
 @pytest.mark.parametrize("depthwise", [True, False], ids=["depthwise", "bank"])
