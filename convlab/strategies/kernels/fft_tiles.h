@@ -93,7 +93,8 @@ static Py_ssize_t ft_scratch_floats(const ft_geometry *g)
     return 4 * ft_points(g) * g->lanes + 4 * ft_lmax(g) * g->lanes;
 }
 
-static void ft_scratch_carve(const ft_geometry *g, float *base, ft_scratch *s)
+static void ft_scratch_carve(const ft_geometry *g, float *base, int *nonfinite,
+                             ft_scratch *s)
 {
     const Py_ssize_t n = ft_points(g) * g->lanes, l = ft_lmax(g) * g->lanes;
     s->a_re = base;
@@ -103,7 +104,7 @@ static void ft_scratch_carve(const ft_geometry *g, float *base, ft_scratch *s)
     s->line_re = base + 4 * n;
     s->line_im = base + 4 * n + l;
     s->work = base + 4 * n + 2 * l;
-    s->nonfinite = NULL;
+    s->nonfinite = nonfinite;
 }
 
 /* One tile along one axis: the buffer positions [lo, hi) hold src positions
@@ -543,9 +544,9 @@ static FL_ALWAYS_INLINE void ft_depthwise_fused_task_body(
 }
 
 /* One bank task: group `group`, units [u0, u0 + unit_count) of the (image, tile) list
- * (image major; unit_count at most lanes), the blocks of 2*lanes outputs [ob_lo, ob_hi). `src` is (N, I0, I1, I2, G), `dst`
- * (N, O0, O1, O2, G * OCg), `spectra` the groups' V blocks, (G, ceil(OCg / (2*lanes)), 2,
- * N, lanes). */
+ * (image major; unit_count at most lanes), the blocks of 2*lanes outputs [ob_lo, ob_hi).
+ * `src` is (N, I0, I1, I2, G), `dst` (N, O0, O1, O2, G * OCg), `spectra` the groups' V
+ * blocks, (G, ceil(OCg / (2*lanes)), 2, N, lanes). */
 static FL_ALWAYS_INLINE void ft_bank_task_body(
     const ft_geometry *g, const fl_plan *plans, const float *src, const float *spectra,
     const float *bias, float *dst, Py_ssize_t group, Py_ssize_t u0, Py_ssize_t unit_count,
@@ -721,8 +722,7 @@ static void ft_run_tasks(const ft_run *r, ft_task_fn task, Py_ssize_t tasks, flo
 {
     if (threads <= 1) {
         ft_scratch s;
-        ft_scratch_carve(r->g, scratch, &s);
-        s.nonfinite = r->nonfinite;
+        ft_scratch_carve(r->g, scratch, r->nonfinite, &s);
         for (Py_ssize_t t = 0; t < tasks; t++)
             task(r, t, &s);
         return;
@@ -732,8 +732,8 @@ static void ft_run_tasks(const ft_run *r, ft_task_fn task, Py_ssize_t tasks, flo
 #endif
     for (Py_ssize_t t = 0; t < tasks; t++) {
         ft_scratch s;
-        ft_scratch_carve(r->g, scratch + omp_get_thread_num() * scratch_stride, &s);
-        s.nonfinite = r->nonfinite;
+        ft_scratch_carve(r->g, scratch + omp_get_thread_num() * scratch_stride,
+                         r->nonfinite, &s);
         task(r, t, &s);
     }
 }
