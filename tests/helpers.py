@@ -6,8 +6,10 @@ Test modules import them with ``from tests.helpers import ...``; the fixtures st
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import os
+import pathlib
 import threading
 import uuid
 from dataclasses import dataclass
@@ -296,3 +298,15 @@ class FakeClock:
     def __call__(self):
         self.reads += 1
         return self.now
+
+
+# --------------------------------------------------------------------------- bench scripts
+
+def load_bench_script(filename: str):
+    """The module of a script in bench/ (they are not a package), imported from its file."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / filename
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

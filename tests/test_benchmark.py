@@ -24,6 +24,7 @@ from convlab.cli import (
 from convlab.dispatch import cost_model
 from convlab.problem.shapes.descriptor import parse_descriptor
 from convlab.runtime import cpu, timing
+from tests.helpers import load_bench_script
 
 
 def test_time_rotation_times_every_call_once_per_round_in_varying_order():
@@ -366,12 +367,7 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
 def test_the_measure_margin_fit_reads_the_forced_plans_of_bench_csvs(tmp_path):
     """bench/fit_measure_margin.py --from-csv takes `convlab bench --csv` files: their
     plan:<name> rows are plan timings, the one-shot and peer rows are not."""
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "fit_measure_margin.py"
-    spec = importlib.util.spec_from_file_location("fit_measure_margin", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_bench_script("fit_measure_margin.py")
     fields = ["suite", "layer", "mb", "threads", "contender", "median_ms", "min_ms"]
     rows = [["s", "s:a", 1, 2, "direct", 1.0, 0.9], ["s", "s:a", 1, 2, "plan:direct", 2.0, 1.5],
             ["s", "s:a", 1, 2, "plan:im2col", 3.0, 2.5], ["s", "s:a", 1, 2, "torch", 1.0, 1.0],
@@ -393,12 +389,7 @@ def test_the_measure_margin_fit_reads_the_forced_plans_of_bench_csvs(tmp_path):
 def test_network_pass_times_whole_passes_and_each_layer_in_them(capsys):
     """bench/network_pass.py runs every copy of every layer per pass (multiplicity copies,
     weights of their own) and, with --per-layer, reports each layer's median in a pass."""
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "network_pass.py"
-    spec = importlib.util.spec_from_file_location("network_pass", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_bench_script("network_pass.py")
     layers = [layer for layer in script.shapes.load_suite("resnet_50")
               if layer.short_name in ("res2a_branch2a", "res3b_branch2a")]
     copies = list(script.layer_arrays(layers))
@@ -517,11 +508,7 @@ def test_the_plan_rule_replay_picks_by_fastest_run_and_by_paired_rounds():
     """bench/plan_rule_replay.py: on the same recorded turns, the plans' rule keeps the
     contender with the fastest run; the paired rule the lowest median of its turn over the
     round's fastest turn."""
-    import importlib.util
-    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "plan_rule_replay.py"
-    spec = importlib.util.spec_from_file_location("plan_rule_replay", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_bench_script("plan_rule_replay.py")
     # "a" has one lucky turn (0.5) and loses the other two rounds by 1.2x; "b" wins them
     turns = [("a", 1.2), ("b", 1.0), ("b", 1.0), ("a", 0.5), ("a", 1.2), ("b", 1.0)]
     assert script.rule_picks(turns) == ("a", "b")

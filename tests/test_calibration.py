@@ -25,6 +25,7 @@ from convlab.dispatch.calibration import design, fit, run, store
 from convlab.runtime import cpu
 from convlab.runtime.cpu import ISA_LEVELS
 from convlab.runtime.threads import effective_threads
+from tests.helpers import load_bench_script
 
 THREADS = 2
 
@@ -911,13 +912,7 @@ def test_the_offline_fit_reads_bench_csvs_as_one_shot_timings(tmp_path):
     # bench/fit_cost_model.py --from-csv takes `python -m convlab bench --csv` files beside
     # its own: each priced algorithm's one-shot median becomes a timing row; auto, plans,
     # peers and contenders that did not run are left out.
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "fit_cost_model.py"
-    spec = importlib.util.spec_from_file_location("fit_cost_model_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_bench_script("fit_cost_model.py")
     header = "suite,layer,mb,threads,contender,median_ms\n"
     rows = ["resnet_50,resnet_50:res2a_branch2a,1,2,direct,0.2",
             "resnet_50,resnet_50:res2a_branch2a,1,2,im2col,0.15",
