@@ -214,6 +214,30 @@ def test_plan_regret_prefers_forced_plans_as_the_bar():
     assert bench_results.first_call_ratio(first) == 5.0
 
 
+def test_the_plan_is_held_against_its_twin_as_the_runs_noise():
+    """plan / plan:<the algorithm it runs> per layer, and a summary line with its spread:
+    the same code timed twice, so the line reads how far this run's timings drift."""
+    twin_ratio = bench_results.plan_twin_ratio
+    even = [_contender("plan", 1.0, runs="direct"), _contender("plan:direct", 1.0),
+            _contender("plan:im2col", 0.5)]
+    slow = [_contender("plan", 1.2, runs="im2col"), _contender("plan:direct", 1.0),
+            _contender("plan:im2col", 1.0)]
+    fast = [_contender("plan", 0.8, runs="im2col"), _contender("plan:im2col", 1.0)]
+    assert twin_ratio(even) == 1.0 and twin_ratio(slow) == 1.2 and twin_ratio(fast) == 0.8
+    assert twin_ratio([_contender("plan", 1.0, runs="direct"),
+                       _contender("plan:im2col", 1.0)]) is None  # no twin timed
+    assert twin_ratio([_contender("plan:direct", 1.0)]) is None  # no plan
+    layer = parse_descriptor('mb1ic8oc8_id8kd3pd1n"t:a"')
+    lines = tables.selection_summary([(layer, even), (layer, slow), (layer, fast)],
+                                     ["a", "b", "c"])
+    line = next(text for text in lines if text.startswith("plan / its twin"))
+    # geo-mean of 1.0, 1.2 and 0.8; 1.2 and 1/0.8 = 1.25 lie more than 10% off
+    assert f"geo-mean {(1.2 * 0.8) ** (1 / 3):.3f}, from 0.80 (c) to 1.20 (b)" in line
+    assert line.endswith("more than 10% apart on 2/3 layers")
+    plain = tables.selection_summary([(layer, [_contender("direct", 1.0)])], ["a"])
+    assert not any(text.startswith("plan / its twin") for text in plain)
+
+
 def test_the_recheck_times_auto_and_the_plan_again_with_the_fastest_contenders():
     """After the rounds, auto shares blocks with the fastest algorithms, and the plan
     takes turns in blocks of its own with the fastest forced plans (over all, and over

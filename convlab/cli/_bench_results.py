@@ -171,6 +171,21 @@ def plan_choice_regret(contenders, admissible_only: bool = False) -> float | Non
     return chosen.median / min(c.median for c in forced)
 
 
+def plan_twin_ratio(contenders) -> float | None:
+    """The plan's time over its twin's, the forced plan of the algorithm it runs
+    ("plan:<runs>"): after the first call the two run the same code on the same prepared
+    weights, so their distance from 1 is how far two timings of one thing drift apart in
+    this run, the floor under the plan regret. None without that forced plan."""
+    by = {c.label: c for c in contenders}
+    plan = by.get("plan")
+    if plan is None or plan.median is None or not plan.runs:
+        return None
+    twin = by.get(FORCED_PLAN + plan.runs)
+    if twin is None or twin.median is None:
+        return None
+    return plan.median / twin.median
+
+
 def first_call_ratio(contenders) -> float | None:
     """The plan's first call (choosing, preparing, running) over a later call."""
     plan = next((c for c in contenders if c.label == "plan"), None)

@@ -23,6 +23,7 @@ from convlab.cli._bench_results import (
     ort_over_plan,
     plan_choice_regret,
     plan_regret,
+    plan_twin_ratio,
     pooled_median,
     rechecked_regret,
     regret,
@@ -216,6 +217,16 @@ def selection_summary(results, names) -> list[str]:
         lines.append(f"against only the algorithms auto may choose on each layer at "
                      f"precision='default' (not: {', '.join(excluded)} where excluded):")
         lines += ["  " + line for line in _regret_lines(results, names, admissible_only=True)]
+    twins = [(plan_twin_ratio(cs), name) for name, (_, cs) in zip(names, results)]
+    twins = [(r, name) for r, name in twins if r is not None]
+    if twins:
+        (low, low_at), (high, high_at) = min(twins), max(twins)
+        apart = sum(max(r, 1 / r) > 1.10 for r, _ in twins)
+        lines.append(f"plan / its twin (plan:<the algorithm it runs>: the same code in other "
+                     f"blocks, so the spread is this run's noise): geo-mean "
+                     f"{geo_mean([r for r, _ in twins]):.3f}, from {low:.2f} ({low_at}) to "
+                     f"{high:.2f} ({high_at}); more than 10% apart on {apart}/{len(twins)} "
+                     f"layers")
     firsts = [(first_call_ratio(cs), name, layer,
                next((c for c in cs if c.label == "plan"), None))
               for name, (layer, cs) in zip(names, results)]
