@@ -537,3 +537,19 @@ def test_the_plan_rule_replay_picks_by_fastest_run_and_by_paired_rounds():
     turns = [("a", 1.2), ("b", 1.0), ("b", 1.0), ("a", 0.5), ("a", 1.2), ("b", 1.0)]
     assert script.rule_picks(turns) == ("a", "b")
     assert script.rule_picks([("a", 1.0), ("a", 0.9)]) is None
+
+
+def test_the_pick_stability_script_counts_flipped_rounds_and_times_what_the_plan_timed():
+    """bench/plan_pick_stability.py: a round flips where its fastest block is not the
+    contender fastest over all rounds; a repeat times, in blocks, exactly the contenders
+    the plan's first call timed."""
+    script = load_bench_script("plan_pick_stability.py")
+    assert script.flips({"a": [1.0, 1.0, 1.0], "b": [2.0, 0.5, 2.0]}) == 1
+    assert script.flips({"a": [1.0, 1.0], "b": [2.0, 2.0]}) == 0
+    # a layer this small is estimated under measure.CHEAP_SECONDS by every contender, so
+    # the first call times them all
+    layer = parse_descriptor('mb1ic16ih7iw7oc16oh7ow7kh1kw1ph0pw0n"t:pointwise"')
+    measurement, blocks = script.one_repeat(layer, threads=1, rounds=2, min_seconds=0.0,
+                                            seed=0)
+    assert len(blocks) >= 2 and sorted(blocks) == sorted(measurement.seconds)
+    assert all(len(times) == 2 and min(times) > 0 for times in blocks.values())

@@ -1,0 +1,110 @@
+"""How often a plan's first call keeps an algorithm that blocks timed right after say is
+more than 10% slower, and how often those blocks disagree among themselves.
+
+    python bench/plan_pick_stability.py --suite resnet_50 \\
+        --layers res2a_branch1,res2a_branch2a --repeats 12
+
+For each repeat and layer: a new plan (``convlab.Convolution``, ``choose="measure"``)
+makes its first call and keeps the contender its timings favour; then the forced plans
+of the contenders it timed run in alternating blocks of their own (``--rounds`` rounds,
+each block at least ``--min-block-time`` seconds, the order reversed every other round),
+as ``python -m convlab bench`` times them. Printed per repeat: the first call's timings
+and pick, the blocks' medians, and the pick's forced plan over the fastest. A *flip* is a
+round whose fastest block belongs to another contender than the fastest over all rounds:
+on a machine whose state moves the contenders apart, no first call can keep the
+fastest every time.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import convlab
+from convlab.problem import shapes
+from convlab.runtime import cpu
+
+BOUND = 1.10  # a pick this much slower than the fastest forced plan misses
+
+
+def block_median(call, min_seconds: float) -> float:
+    """The median call time of one block: one untimed call, then calls until the block has
+    lasted ``min_seconds`` (at least five)."""
+    call()
+    times: list[float] = []
+    end = time.perf_counter() + min_seconds
+    while len(times) < 5 or time.perf_counter() < end:
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def one_repeat(layer, threads: int, rounds: int, min_seconds: float, seed: int):
+    """(the plan's measurement, {contender: per-round block medians}) on one layer."""
+    src, weights, _ = layer.arrays(seed=seed)
+    kwargs = layer.convolve_kwargs()
+    plan = convlab.Convolution(weights, threads=threads, **kwargs)
+    plan(src)
+    measurement = plan.explain(src).measurement
+    timed = sorted(measurement.seconds) if measurement is not None else []
+    forced = {name: convlab.Convolution(weights, threads=threads, algorithm=name, **kwargs)
+              for name in timed}
+    blocks: dict[str, list[float]] = {name: [] for name in timed}
+    for round_index in range(rounds):
+        for name in timed if round_index % 2 == 0 else timed[::-1]:
+            blocks[name].append(block_median(lambda: forced[name](src), min_seconds))
+    return measurement, blocks
+
+
+def flips(blocks: dict[str, list[float]]) -> int:
+    """Rounds whose fastest block is not the contender fastest over all rounds."""
+    overall = min(blocks, key=lambda name: statistics.median(blocks[name]))
+    rounds = len(next(iter(blocks.values())))
+    return sum(min(blocks, key=lambda name: blocks[name][index]) != overall
+               for index in range(rounds))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="resnet_50")
+    parser.add_argument("--layers", required=True, help="comma-separated layer names")
+    parser.add_argument("--repeats", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-block-time", type=float, default=0.1)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    wanted = {name.strip() for name in args.layers.split(",")}
+    layers = [layer for layer in shapes.load_suite(args.suite, mb=1)
+              if layer.name.split(":")[-1] in wanted]
+    print(f"cpu: {cpu.summary()}; {args.threads} threads")
+    regrets: dict[str, list[float]] = {layer.name: [] for layer in layers}
+    flipped: dict[str, list[int]] = {layer.name: [] for layer in layers}
+    for repeat in range(args.repeats):
+        for index, layer in enumerate(layers):
+            measurement, blocks = one_repeat(layer, args.threads, args.rounds,
+                                             args.min_block_time, seed=index + repeat)
+            if measurement is None or len(blocks) < 2:
+                print(f"{layer.name}: one contender, nothing timed")
+                continue
+            medians = {name: statistics.median(times) for name, times in blocks.items()}
+            regret = medians[measurement.choice] / min(medians.values())
+            regrets[layer.name].append(regret)
+            flipped[layer.name].append(flips(blocks))
+            first = " ".join(f"{name} {seconds * 1e6:.0f}"
+                             for name, seconds in sorted(measurement.seconds.items()))
+            later = " ".join(f"{name} {seconds * 1e6:.0f}"
+                             for name, seconds in sorted(medians.items()))
+            print(f"{layer.name}: first call (us) {first} -> {measurement.choice} | blocks "
+                  f"(us) {later} | pick / fastest {regret:.2f} | rounds flipped "
+                  f"{flipped[layer.name][-1]}/{args.rounds}", flush=True)
+    for name, values in regrets.items():
+        if values:
+            print(f"{name}: pick / fastest mean {statistics.fmean(values):.3f}, worst "
+                  f"{max(values):.2f}, beyond {BOUND - 1:.0%} {sum(v > BOUND for v in values)}"
+                  f"/{len(values)}; repeats with a flipped round "
+                  f"{sum(f > 0 for f in flipped[name])}/{len(values)}")
+
+
+if __name__ == "__main__":
+    main()
