@@ -21,6 +21,7 @@ import statistics
 import time
 
 import convlab
+from convlab.cli._bench_args import select_layers
 from convlab.problem import shapes
 from convlab.runtime import cpu
 
@@ -74,9 +75,7 @@ def main(argv=None) -> None:
     parser.add_argument("--min-block-time", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    wanted = {name.strip() for name in args.layers.split(",")}
-    layers = [layer for layer in shapes.load_suite(args.suite, mb=1)
-              if layer.name.split(":")[-1] in wanted]
+    layers = select_layers(shapes.load_suite(args.suite, mb=1), args.layers)
     print(f"cpu: {cpu.summary()}; {args.threads} threads")
     regrets: dict[str, list[float]] = {layer.name: [] for layer in layers}
     flipped: dict[str, list[int]] = {layer.name: [] for layer in layers}
