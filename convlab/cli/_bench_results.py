@@ -159,16 +159,12 @@ def plan_choice_regret(contenders, admissible_only: bool = False) -> float | Non
     forced plan: how good the plan's choice was, apart from the spread between a plan's
     runs and a forced plan's runs of the same algorithm (noise, on a shared machine).
     None without forced plans, or without the one the plan runs."""
-    by = {c.label: c for c in contenders}
-    plan = by.get("plan")
-    if plan is None or plan.median is None or not plan.runs:
-        return None
+    timed = _plan_and_twin(contenders)
     forced = [c for c in contenders if c.label.startswith(FORCED_PLAN) and c.median is not None
               and (c.admissible or not admissible_only)]
-    chosen = by.get(FORCED_PLAN + plan.runs)
-    if not forced or chosen is None or chosen.median is None:
+    if timed is None or not forced:
         return None
-    return chosen.median / min(c.median for c in forced)
+    return timed[1].median / min(c.median for c in forced)
 
 
 def plan_twin_ratio(contenders) -> float | None:
@@ -176,14 +172,18 @@ def plan_twin_ratio(contenders) -> float | None:
     ("plan:<runs>"): after the first call the two run the same code on the same prepared
     weights, so their distance from 1 is how far two timings of one thing drift apart in
     this run, the floor under the plan regret. None without that forced plan."""
+    timed = _plan_and_twin(contenders)
+    return None if timed is None else timed[0].median / timed[1].median
+
+
+def _plan_and_twin(contenders) -> tuple[Contender, Contender] | None:
+    """The plan and the forced plan of the algorithm it runs, where both were timed."""
     by = {c.label: c for c in contenders}
     plan = by.get("plan")
     if plan is None or plan.median is None or not plan.runs:
         return None
     twin = by.get(FORCED_PLAN + plan.runs)
-    if twin is None or twin.median is None:
-        return None
-    return plan.median / twin.median
+    return None if twin is None or twin.median is None else (plan, twin)
 
 
 def first_call_ratio(contenders) -> float | None:
