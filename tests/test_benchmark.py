@@ -549,7 +549,24 @@ def test_the_pick_stability_script_counts_flipped_rounds_and_times_what_the_plan
     # a layer this small is estimated under measure.CHEAP_SECONDS by every contender, so
     # the first call times them all
     layer = parse_descriptor('mb1ic16ih7iw7oc16oh7ow7kh1kw1ph0pw0n"t:pointwise"')
+    turns: list = []
     measurement, blocks = script.one_repeat(layer, threads=1, rounds=2, min_seconds=0.0,
-                                            seed=0)
+                                            seed=0, turns=turns)
     assert len(blocks) >= 2 and sorted(blocks) == sorted(measurement.seconds)
     assert all(len(times) == 2 and min(times) > 0 for times in blocks.values())
+    # the first call's turns, recorded, are those the measurement kept the fastest of
+    assert {name for name, _ in turns} == set(measurement.seconds)
+    assert all(min(t for n, runs in turns if n == name for t in runs) == seconds
+               for name, seconds in measurement.seconds.items())
+
+
+def test_the_settled_median_rule_reads_runs_after_each_turns_first():
+    """Contender "a" has the fastest single run but is slow once settled; "b" is steady.
+    Each turn's first run is left out; a contender whose turns had one run each keeps all
+    of them."""
+    script = load_bench_script("plan_pick_stability.py")
+    turns = [("a", [0.5, 2.0, 2.0]), ("b", [3.0, 1.0, 1.0]), ("b", [3.0, 1.0, 1.1]),
+             ("a", [0.4, 2.1, 1.9])]
+    assert script.settled_median_pick(turns) == "b"
+    assert script.settled_median_pick([("a", [1.0]), ("b", [2.0])]) == "a"
+    assert script.settled_median_pick([("a", [1.0, 1.0])]) is None
