@@ -22,13 +22,11 @@ blocks, like a program's calls, read the typical one.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import convlab
-from convlab.cli._bench_args import select_layers
-from convlab.dispatch import measure
+from convlab.cli._bench_args import layer_script_parser, select_layers
 from convlab.problem import shapes
 from convlab.runtime import cpu
 
@@ -48,7 +46,7 @@ def block_median(call, min_seconds: float) -> float:
     return statistics.median(times)
 
 
-def settled_median_pick(turns: list[tuple[str, list[float]]]) -> str | None:
+def settled_median_pick(turns) -> str | None:
     """The contender with the lowest median run over its turns' runs after each turn's
     first (all its runs where no turn had a second); None with fewer than two contenders."""
     names = list(dict.fromkeys(name for name, _ in turns))
@@ -63,26 +61,12 @@ def settled_median_pick(turns: list[tuple[str, list[float]]]) -> str | None:
     return min(names, key=score)
 
 
-def one_repeat(layer, threads: int, rounds: int, min_seconds: float, seed: int,
-               turns: list | None = None):
-    """(the plan's measurement, {contender: per-round block medians}) on one layer;
-    ``turns``, when given, receives the first call's turns as (contender, runs)."""
+def one_repeat(layer, threads: int, rounds: int, min_seconds: float, seed: int):
+    """(the plan's measurement, {contender: per-round block medians}) on one layer."""
     src, weights, _ = layer.arrays(seed=seed)
     kwargs = layer.convolve_kwargs()
     plan = convlab.Convolution(weights, threads=threads, **kwargs)
-    timed_turn = measure._turn
-
-    def recorded_turn(name, run, runs, started):
-        before = len(runs)
-        timed_turn(name, run, runs, started)
-        if turns is not None:
-            turns.append((name, runs[before:]))
-
-    measure._turn = recorded_turn
-    try:
-        plan(src)
-    finally:
-        measure._turn = timed_turn
+    plan(src)
     measurement = plan.explain(src).measurement
     timed = sorted(measurement.seconds) if measurement is not None else []
     forced = {name: convlab.Convolution(weights, threads=threads, algorithm=name, **kwargs)
@@ -103,13 +87,9 @@ def flips(blocks: dict[str, list[float]]) -> int:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="resnet_50")
-    parser.add_argument("--layers", required=True, help="comma-separated layer names")
+    parser = layer_script_parser(__doc__.splitlines()[0], rounds=5, layers_required=True)
     parser.add_argument("--repeats", type=int, default=12)
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-block-time", type=float, default=0.1)
-    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     layers = select_layers(shapes.load_suite(args.suite, mb=1), args.layers)
     print(f"cpu: {cpu.summary()}; {args.threads} threads")
@@ -118,17 +98,15 @@ def main(argv=None) -> None:
     flipped: dict[str, list[int]] = {layer.name: [] for layer in layers}
     for repeat in range(args.repeats):
         for index, layer in enumerate(layers):
-            turns: list[tuple[str, list[float]]] = []
             measurement, blocks = one_repeat(layer, args.threads, args.rounds,
-                                             args.min_block_time, seed=index + repeat,
-                                             turns=turns)
+                                             args.min_block_time, seed=index + repeat)
             if measurement is None or len(blocks) < 2:
                 print(f"{layer.name}: one contender, nothing timed")
                 continue
             medians = {name: statistics.median(times) for name, times in blocks.items()}
             regret = medians[measurement.choice] / min(medians.values())
             regrets[layer.name].append(regret)
-            other = settled_median_pick(turns) or measurement.choice
+            other = settled_median_pick(measurement.turns) or measurement.choice
             settled[layer.name].append(medians[other] / min(medians.values()))
             flipped[layer.name].append(flips(blocks))
             first = " ".join(f"{name} {seconds * 1e6:.0f}"

@@ -19,12 +19,11 @@ fastest), and their means over the layers and repeats.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 
 from convlab.cli import benchmark
-from convlab.dispatch import measure
+from convlab.cli._bench_args import layer_script_parser, select_layers
 from convlab.problem import shapes
 
 PLANS = ("direct", "im2col", "winograd2", "winograd4", "winograd6")
@@ -46,53 +45,40 @@ def rule_picks(turns: list[tuple[str, float]]) -> tuple[str, str] | None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="resnet_50")
-    parser.add_argument("--layers", required=True, help="comma-separated layer names")
+    parser = layer_script_parser(__doc__.splitlines()[0], rounds=7, layers_required=True)
     parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    wanted = {name.strip() for name in args.layers.split(",")}
-    layers = [layer for layer in shapes.load_suite(args.suite, mb=1)
-              if layer.name.split(":")[-1] in wanted]
+    layers = select_layers(shapes.load_suite(args.suite, mb=1), args.layers)
     torch = benchmark._try_import("torch")
     onnx, ort = benchmark._try_import("onnx"), benchmark._try_import("onnxruntime")
     algorithms = ["direct", "im2col", "auto", "plan"] + [
         f"plan:{name}" for name in PLANS]
-    turns: list[tuple[str, float]] = []
-    timed_turn = measure._turn
-
-    def recorded_turn(name, run, runs, started):
-        before = len(runs)
-        timed_turn(name, run, runs, started)
-        turns.append((name, min(runs[before:])))
-
-    measure._turn = recorded_turn
     ratios: dict[str, list[float]] = {"fastest run": [], "paired rounds": []}
-    try:
-        for repeat in range(args.repeats):
-            for index, layer in enumerate(layers):
-                turns.clear()
-                contenders = benchmark.bench_layer(
-                    layer, algorithms, args.threads, 7, 1, torch, onnx, ort,
-                    seed=index + repeat, schedule="mixed", rounds=7, min_block_seconds=0.1)
-                forced = {c.label[len("plan:"):]: c.median for c in contenders
-                          if c.label.startswith("plan:") and c.median}
-                picks = rule_picks(turns)
-                if picks is None or not forced:
-                    continue
-                best = min(forced.values())
-                cells = []
-                for rule, pick in zip(ratios, picks):
-                    ratio = forced.get(pick, math.inf) / best
-                    ratios[rule].append(ratio)
-                    cells.append(f"{rule} {pick} {ratio:.2f}")
-                medians = " ".join(f"{name} {seconds * 1e6:.0f}" for name, seconds
-                                   in sorted(forced.items(), key=lambda item: item[1]))
-                print(f"{layer.name}: {' | '.join(cells)} | forced plans (us) {medians}",
-                      flush=True)
-    finally:
-        measure._turn = timed_turn
+    for repeat in range(args.repeats):
+        for index, layer in enumerate(layers):
+            contenders = benchmark.bench_layer(
+                layer, algorithms, args.threads, 7, 1, torch, onnx, ort,
+                seed=index + repeat, schedule="mixed", rounds=args.rounds,
+                min_block_seconds=0.1)
+            forced = {c.label[len("plan:"):]: c.median for c in contenders
+                      if c.label.startswith("plan:") and c.median}
+            measurement = next((c.measurement for c in contenders if c.label == "plan"),
+                               None)
+            turns = [] if measurement is None else [(name, min(runs)) for name, runs
+                                                    in measurement.turns]
+            picks = rule_picks(turns)
+            if picks is None or not forced:
+                continue
+            best = min(forced.values())
+            cells = []
+            for rule, pick in zip(ratios, picks):
+                ratio = forced.get(pick, math.inf) / best
+                ratios[rule].append(ratio)
+                cells.append(f"{rule} {pick} {ratio:.2f}")
+            medians = " ".join(f"{name} {seconds * 1e6:.0f}" for name, seconds
+                               in sorted(forced.items(), key=lambda item: item[1]))
+            print(f"{layer.name}: {' | '.join(cells)} | forced plans (us) {medians}",
+                  flush=True)
     for rule, values in ratios.items():
         if values:
             kept = sum(value <= 1.0 for value in values)

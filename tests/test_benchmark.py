@@ -44,6 +44,40 @@ def test_time_rotation_times_every_call_once_per_round_in_varying_order():
     assert len(set(rounds)) > 2
 
 
+def test_time_rotation_times_a_call_alone_back_to_back():
+    """A call alone follows itself anyway: one untimed call, then the timed ones."""
+    calls = []
+    times = timing.time_rotation([lambda: calls.append(1)], repeats=5, pause=0)
+    assert len(times) == 1 and len(times[0]) == 5
+    assert len(calls) == 6
+
+
+def test_timed_rounds_reverse_the_units_every_other_round():
+    """benchmark.timed_rounds: units in order, then reversed; a unit's contenders share
+    its block (each timed call right after an untimed one of itself)."""
+    order = []
+
+    def contender(label):
+        made = _contender(label, 1.0)
+        made.call = lambda: order.append(label)
+        return made
+
+    a, b, c = contender("a"), contender("b"), contender("c")
+    blocks = list(benchmark.timed_rounds([[a], [b, c]], rounds=2, per_block=2,
+                                         min_block_seconds=0.0))
+    assert [(x.label, len(times)) for x, times in blocks] == [
+        ("a", 2), ("b", 2), ("c", 2), ("b", 2), ("c", 2), ("a", 2)]
+    # round 1: a's block (1 untimed + 2 timed), then b and c sharing one (2 untimed,
+    # then per round one untimed and one timed call of each)
+    assert order[:3] == ["a"] * 3
+    shared = order[3:13]
+    assert sorted(shared[:2]) == ["b", "c"]
+    assert all(x == y for x, y in zip(shared[2::2], shared[3::2]))
+    # round 2: the shared block first, then a's
+    assert len(order) == 26 and sorted(order[13:23]) == ["b"] * 5 + ["c"] * 5
+    assert order[23:] == ["a"] * 3
+
+
 def test_time_rotation_takes_more_rounds_to_fill_min_seconds():
     times = timing.time_rotation([lambda: None], repeats=1, pause=0, min_seconds=1e-3)
     assert len(times[0]) > 1
@@ -313,6 +347,7 @@ def test_the_recheck_of_short_plans_shares_their_blocks():
     def timed(label):
         contender = _contender(label, short)
         contender.call = lambda: calls.append(label)
+        contender.warm_seconds = short
         return contender
 
     contenders = [timed("plan"), timed("plan:direct"), timed("plan:im2col")]
@@ -549,12 +584,12 @@ def test_the_pick_stability_script_counts_flipped_rounds_and_times_what_the_plan
     # a layer this small is estimated under measure.CHEAP_SECONDS by every contender, so
     # the first call times them all
     layer = parse_descriptor('mb1ic16ih7iw7oc16oh7ow7kh1kw1ph0pw0n"t:pointwise"')
-    turns: list = []
     measurement, blocks = script.one_repeat(layer, threads=1, rounds=2, min_seconds=0.0,
-                                            seed=0, turns=turns)
+                                            seed=0)
     assert len(blocks) >= 2 and sorted(blocks) == sorted(measurement.seconds)
     assert all(len(times) == 2 and min(times) > 0 for times in blocks.values())
     # the first call's turns, recorded, are those the measurement kept the fastest of
+    turns = measurement.turns
     assert {name for name, _ in turns} == set(measurement.seconds)
     assert all(min(t for n, runs in turns if n == name for t in runs) == seconds
                for name, seconds in measurement.seconds.items())

@@ -139,8 +139,15 @@ def test_contenders_are_timed_in_interleaved_turns_and_keep_their_fastest_run(
                 expected += [name] * measure.RUNS_PER_TURN
         assert counts["order"] == expected + [first]
         assert plan.algorithm_for(src) == first
-        assert plan.explain(src).measurement.seconds == pytest.approx({first: 1e-3,
-                                                                       second: 2e-3})
+        measurement = plan.explain(src).measurement
+        assert measurement.seconds == pytest.approx({first: 1e-3, second: 2e-3})
+        # every turn is recorded in the order it ran, with each of its runs
+        assert [name for name, _ in measurement.turns] == [
+            name for index in range(measure.TIMED_RUNS) for name in turns[index % 2]]
+        assert measurement.turns[0][1] == pytest.approx((4e-3,) * steady)
+        assert measurement.turns[3][1] == pytest.approx((1e-3,) + (4e-3,) * (steady - 1))
+        assert all(len(runs) == steady for _, runs in measurement.turns)
+        assert measurement.to_dict()["turns"][0] == [first, list(measurement.turns[0][1])]
 
 
 def test_a_turn_goes_on_while_its_contender_warms_up(rng, clock, wide_margin):

@@ -94,14 +94,18 @@ def select_layers(layers, spec):
     return chosen
 
 
-def layer_script_parser(description: str) -> argparse.ArgumentParser:
+def layer_script_parser(description: str, rounds: int = 6,
+                        layers_required: bool = False) -> argparse.ArgumentParser:
     """The options the side-by-side scripts in ``bench/`` share: a suite, some of its
-    layers, the thread count and the rounds of interleaved blocks."""
+    layers (all by default, unless ``layers_required``), the thread count and the rounds
+    of interleaved blocks."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--suite", default="resnet_50")
-    parser.add_argument("--layers", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--layers", default="", required=layers_required,
+                        help="comma-separated names" + ("" if layers_required
+                                                        else " (default: all)"))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=rounds)
     return parser
 
 

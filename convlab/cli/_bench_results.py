@@ -9,6 +9,8 @@ from typing import Callable
 
 import numpy as np
 
+from convlab.dispatch.measure import Measurement
+
 
 @dataclass
 class Contender:
@@ -25,6 +27,7 @@ class Contender:
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
     first_call: float | None = None  # a plan's first call (its choice, its preparation)
     runs: str = ""  # the algorithm a plan runs
+    measurement: Measurement | None = None  # how a plan chose on its first call
     warm_seconds: float | None = None  # its last untimed (warm-up) call
     # An algorithm (one-shot or a forced plan) that auto may choose on this layer at
     # precision "default"; the second regret figures judge auto against those only.

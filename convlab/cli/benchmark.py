@@ -57,7 +57,7 @@ from convlab.cli._bench_tables import (
     write_csv,
 )
 from convlab.runtime.threads import available_cores
-from convlab.runtime.timing import settle, time_block, time_rotation
+from convlab.runtime.timing import settle, time_rotation
 
 # --------------------------------------------------------------------------- peers
 
@@ -243,7 +243,8 @@ def convlab_contender(name, layer, src, weights, threads) -> Contender:
         plan(src)
         first_call = time.perf_counter() - start
         return Contender(name, "convlab", lambda: plan(src), first_call=first_call,
-                         runs=plan.algorithm_for(src), admissible=admissible)
+                         runs=plan.algorithm_for(src), admissible=admissible,
+                         measurement=plan.explain(src).measurement)
 
     def call():
         return convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
@@ -326,20 +327,16 @@ def bench_layer(layer, algorithms, threads, repeats, warmup, torch, onnx, ort, s
                                and not is_plan(c.label)])
         units = ([shared] if shared else []) + plan_units(
             [c for c in runnable if c not in shared])
-        for index in range(rounds):
-            for unit in units if index % 2 == 0 else units[::-1]:
-                for contender, times in zip(unit, time_rotation(
-                        [c.call for c in unit], per_block, min_seconds=min_block_seconds,
-                        seed=seed * rounds + index)):
-                    contender.round_times.append(times)
+        for contender, times in timed_rounds(units, rounds, per_block, min_block_seconds,
+                                             seed):
+            contender.round_times.append(times)
         recheck(contenders, recheck_rounds, per_block, min_block_seconds)
         return contenders
     # Several rounds of blocks, contenders in alternating order: a slow spell of the
     # machine then falls on several contenders' blocks rather than on one contender.
-    for index in range(rounds):
-        for contender in runnable if index % 2 == 0 else runnable[::-1]:
-            times = time_block(contender.call, per_block, min_seconds=min_block_seconds)
-            contender.round_times.append(times)
+    for contender, times in timed_rounds([[c] for c in runnable], rounds, per_block,
+                                         min_block_seconds):
+        contender.round_times.append(times)
     recheck(contenders, recheck_rounds, per_block, min_block_seconds)
     return contenders
 
@@ -355,29 +352,32 @@ def recheck(contenders, rounds: int, per_block: int, min_block_seconds: float) -
     five calls each left auto 1.33x the algorithm it ran. The recheck is a second sample
     of the contenders that decide those regrets, which the reports pool with the rounds
     (:func:`convlab.cli._bench_results.rechecked_regret`). auto and the algorithms share their
-    blocks call by call, as in the rounds; the plans take turns in blocks of their own,
-    except where each takes at most PAIRED_PLAN_SECONDS (:func:`plan_units`). Every layer
+    blocks call by call, as in the rounds; the plans take turns in blocks as
+    :func:`plan_units` groups them. Every layer
     is rechecked, not only those that look slow, so that the figure is not chosen by its
     own noise."""
     if rounds <= 0:
         return
     by = {c.label: c for c in contenders if c.call is not None}
     for pseudo in ("auto", "plan"):
-        units = [by[label] for label in recheck_labels(contenders, pseudo) if label in by]
-        if len(units) < 2:
+        chosen = [by[label] for label in recheck_labels(contenders, pseudo) if label in by]
+        if len(chosen) < 2:
             continue
-        if pseudo == "auto" or all((c.median or math.inf) <= PAIRED_PLAN_SECONDS
-                                   for c in units):
-            for index in range(rounds):
-                for contender, times in zip(units, time_rotation(
-                        [c.call for c in units], per_block, min_seconds=min_block_seconds,
-                        seed=index)):
-                    contender.recheck_times.setdefault(pseudo, []).extend(times)
-            continue
-        for index in range(rounds):
-            for contender in units if index % 2 == 0 else units[::-1]:
-                contender.recheck_times.setdefault(pseudo, []).extend(time_block(
-                    contender.call, per_block, min_seconds=min_block_seconds))
+        units = [chosen] if pseudo == "auto" else plan_units(chosen)
+        for contender, times in timed_rounds(units, rounds, per_block, min_block_seconds):
+            contender.recheck_times.setdefault(pseudo, []).extend(times)
+
+
+def timed_rounds(units, rounds: int, per_block: int, min_block_seconds: float, seed: int = 0):
+    """``(contender, seconds of its timed calls)`` for every block of ``rounds`` rounds over
+    ``units`` (lists of contenders that share a block call by call, see
+    :func:`convlab.runtime.timing.time_rotation`), the units' order reversed every other
+    round."""
+    for index in range(rounds):
+        for unit in units if index % 2 == 0 else units[::-1]:
+            yield from zip(unit, time_rotation([c.call for c in unit], per_block,
+                                               min_seconds=min_block_seconds,
+                                               seed=seed * rounds + index))
 
 
 # Contenders whose warm-up call took over this many times the fastest one's are timed in

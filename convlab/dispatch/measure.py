@@ -91,6 +91,8 @@ class Measurement:
     not_timed: tuple[str, ...] = ()
     # Seconds the whole measurement took (preparing and running every timed contender).
     total_seconds: float = 0.0
+    # Every turn in the order it ran: (contender, seconds of each of its runs).
+    turns: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -100,7 +102,8 @@ class Measurement:
         return {"choice": self.choice, "measured": self.measured,
                 "estimated_seconds": dict(self.estimates),
                 "measured_seconds": dict(self.seconds), "margin": self.margin,
-                "not_timed": list(self.not_timed), "total_seconds": self.total_seconds}
+                "not_timed": list(self.not_timed), "total_seconds": self.total_seconds,
+                "turns": [[name, list(runs)] for name, runs in self.turns]}
 
     def describe(self) -> str:
         """A line or two for ``explain``."""
@@ -186,14 +189,17 @@ def measure(problem: ConvProblem, threads: int, precision: str,
     times: dict[str, list[float]] = {name: [] for name in warm}
     round_seconds = sum(warm.values())
     order = list(times)
+    turns: list[tuple[str, tuple[float, ...]]] = []
     for round_index in range(MAX_TIMED_RUNS):
         if round_index >= TIMED_RUNS and not _close_call(times):
             break
         if round_index and clock() - started + RUNS_PER_TURN * round_seconds > TIME_LIMIT_SECONDS:
             break  # another round would pass the limit (the first always runs)
         for name in order if round_index % 2 == 0 else order[::-1]:
+            before = len(times[name])
             _turn(name, run, times[name], started)
+            turns.append((name, tuple(times[name][before:])))
     seconds = {name: min(runs) for name, runs in times.items()}
     choice = min(seconds, key=seconds.get)
     return Measurement(choice, estimates, seconds, margin, tuple(not_timed),
-                       clock() - started)
+                       clock() - started, tuple(turns))

@@ -91,7 +91,10 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
     contender's inherited its caches (after a Winograd call on a depthwise layer, the
     direct kernel ran 2.3x slower), and with a few rounds per block the random order put
     one contender behind the slow ones more often than another (auto 2x slower than the
-    direct kernel it runs, on MobileNet conv6/dw). Seconds per timed call."""
+    direct kernel it runs, on MobileNet conv6/dw). Seconds per timed call; a call alone
+    is timed as :func:`time_block` times it, since it follows itself anyway."""
+    if len(calls) == 1:
+        return [time_block(calls[0], repeats, pause, min_seconds, quiet)]
     repeats = _warm_up(pause, quiet, calls, repeats, min_seconds)
     shuffle = random.Random(seed).shuffle
     order = list(range(len(calls)))
