@@ -347,7 +347,6 @@ def test_the_recheck_of_short_plans_shares_their_blocks():
     def timed(label):
         contender = _contender(label, short)
         contender.call = lambda: calls.append(label)
-        contender.warm_seconds = short
         return contender
 
     contenders = [timed("plan"), timed("plan:direct"), timed("plan:im2col")]

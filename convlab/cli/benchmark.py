@@ -430,7 +430,9 @@ def plan_units(contenders) -> list[list]:
     to 1.3x apart (Intel Xeon family 6 model 207, 2 threads: slow spells lasting whole
     blocks), and plan regret compares the plan with every forced plan."""
     def short(contender) -> bool:
-        seconds = _rechecked_warm_seconds(contender, PAIRED_PLAN_SECONDS)
+        # timed already (a recheck): its median; else its warm-up call
+        seconds = (contender.median if contender.round_times
+                   else _rechecked_warm_seconds(contender, PAIRED_PLAN_SECONDS))
         return (seconds or math.inf) <= PAIRED_PLAN_SECONDS
 
     plans = [c for c in contenders if c.label == "plan" or c.label.startswith(FORCED_PLAN)]
