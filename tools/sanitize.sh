@@ -9,21 +9,26 @@
 #   --add FILE                   copy FILE into the build's tests/ (e.g. a test from another
 #                                branch, and its helpers); a test_*.py runs with the others.
 #                                May be repeated
+#   --portable                   build the portable C level only (CONVLAB_NO_ISA_DISPATCH:
+#                                no AVX2 or AVX-512 code, no non-temporal stores), the code
+#                                an AArch64 machine runs
 #   --keep                       keep the temporary tree (its path is printed)
 #
 # Exits non-zero on a failing test, a crash, or any sanitizer report. PYTHON picks the
 # interpreter (default: python), which must have the test dependencies installed.
 set -euo pipefail
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 
 smoke=0
 keep=0
+portable=0
 extra_files=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --smoke) smoke=1 ;;
         --keep) keep=1 ;;
+        --portable) portable=1 ;;
         --add) shift; extra_files+=("$(realpath "${1:?--add needs a file}")") ;;
         -h|--help) usage; exit 0 ;;
         *) echo "sanitize.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -80,8 +85,13 @@ for file in "${tests[@]}"; do
 done
 tests=("${present[@]}")
 
-echo "== sanitizer build"
 export CONVLAB_SANITIZE=1
+if [ "$portable" = 1 ]; then
+    echo "== sanitizer build, portable level only"
+    export CFLAGS="${CFLAGS:+$CFLAGS }-DCONVLAB_NO_ISA_DISPATCH"
+else
+    echo "== sanitizer build"
+fi
 # pip builds a wheel with the build requirements of pyproject.toml, as for any install;
 # its compiled modules go into the copy.
 "$python" -m pip wheel -v --no-deps --wheel-dir "$work/wheel" . >"$work/build.log" 2>&1 \
@@ -103,6 +113,12 @@ export LD_PRELOAD="$libasan $libubsan"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
 export PYTHONFAULTHANDLER=1
+if [ "$portable" = 1 ]; then
+    levels=$("$python" -c "from convlab.strategies.kernels import _direct
+print(' '.join(_direct.supported_isas()))")
+    [ "$levels" = baseline ] \
+        || { echo "sanitize.sh: the portable build runs levels '$levels'" >&2; exit 1; }
+fi
 
 # A Cython bounds or division check failing inside a nogil kernel cannot propagate: it is
 # reported as an unraisable exception, which must fail the run too. Nothing is captured

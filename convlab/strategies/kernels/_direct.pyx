@@ -54,6 +54,7 @@ cdef extern from "direct_microkernel.h" nogil:
     Py_ssize_t cl_pass_min_channels
     Py_ssize_t cl_pass_max_bytes
     Py_ssize_t cl_stream_min_bytes
+    int CL_CAN_STREAM
     Py_ssize_t cl_prefetch_min_bytes
     Py_ssize_t cl_flat_max_taps
     Py_ssize_t cl_flat_max_run
@@ -145,6 +146,11 @@ def set_pass_size(Py_ssize_t nbytes, Py_ssize_t min_channels):
     cl_pass_bytes = nbytes
     cl_pass_min_channels = min_channels
     return previous
+
+
+# Whether this build has non-temporal stores (x86-64 builds with run-time dispatch; the
+# portable build, as on AArch64, stores normally whatever set_streaming says).
+CAN_STREAM = bool(CL_CAN_STREAM)
 
 
 def set_streaming(Py_ssize_t min_bytes):
