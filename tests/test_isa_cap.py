@@ -354,6 +354,31 @@ def test_direct_plans_block_large_weights_by_the_levels_chunks(rng, isa_level, d
 
 # --------------------------------------------------------------------------- explain
 
+ARM_CPUINFO = {"processor": "0", "BogoMIPS": "243.75", "Features": "fp asimd sve",
+               "CPU implementer": "0x41", "CPU architecture": "8", "CPU variant": "0x1",
+               "CPU part": "0xd40", "CPU revision": "1"}
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ({"model name": "AMD EPYC 7B13", "cpu family": "25", "model": "1", "stepping": "0"},
+     "AMD EPYC 7B13 (cpu family 25, model 1, stepping 0)"),
+    # Linux on AArch64 names no model: the implementer and part numbers tell CPUs apart
+    (ARM_CPUINFO, "aarch64 (CPU implementer 0x41, CPU part 0xd40, CPU variant 0x1, "
+                  "CPU revision 1)"),
+    ({}, "aarch64"),
+])
+def test_the_cpu_model_tells_cpus_apart_on_x86_and_on_arm(monkeypatch, fields, expected):
+    """Calibrations are keyed by cpu_model(): two CPU designs must not share one name."""
+    monkeypatch.setattr(cpu, "_cpuinfo_fields", lambda: dict(fields))
+    monkeypatch.setattr(cpu.platform, "processor", lambda: "")
+    monkeypatch.setattr(cpu.platform, "machine", lambda: "aarch64")
+    cpu.cpu_model.cache_clear()
+    try:
+        assert cpu.cpu_model() == expected
+    finally:
+        cpu.cpu_model.cache_clear()
+
+
 def test_explain_names_the_cpu_its_caches_and_the_level(restore_cap):
     src = np.zeros((1, 8, 8, 4), np.float32)
     weights = np.zeros((3, 3, 4, 8), np.float32)

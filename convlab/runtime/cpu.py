@@ -54,13 +54,21 @@ def os_flags() -> frozenset[str]:
     return frozenset(_cpuinfo_fields().get("flags", "").split())
 
 
+# The /proc/cpuinfo fields that tell one CPU design from another beside its name: x86's
+# family, model and stepping, and Arm's implementer, part, variant and revision (Linux on
+# AArch64 lists no name at all, so these are what sets two Arm CPUs' calibrations apart).
+_CPU_ID_FIELDS = ("cpu family", "model", "stepping", "CPU implementer", "CPU part",
+                  "CPU variant", "CPU revision")
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_model() -> str:
     """The CPU's marketing name, with family/model/stepping where the name alone is vague
-    (virtual machines often report just "AMD EPYC")."""
+    (virtual machines often report just "AMD EPYC"); on Arm, where Linux gives no name,
+    the architecture with the implementer and part numbers."""
     fields = _cpuinfo_fields()
     name = fields.get("model name") or platform.processor() or platform.machine()
-    ids = [f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields]
+    ids = [f"{key} {fields[key]}" for key in _CPU_ID_FIELDS if key in fields]
     return f"{name} ({', '.join(ids)})" if ids else name
 
 
