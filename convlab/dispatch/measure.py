@@ -145,10 +145,11 @@ def _close_call(times: dict[str, list[float]]) -> bool:
     return len(fastest) >= 2 and fastest[1] <= fastest[0] * (1 + CLOSE_CALL)
 
 
-def _turn(name: str, run: Callable[[str], object], runs: list[float], started: float) -> None:
-    """Time ``name``'s runs back to back into ``runs`` until it stops warming up (see the
-    module docstring) or the time limit has passed (a slow contender's turn then ends with
-    its first run)."""
+def _turn(name: str, run: Callable[[str], object], started: float) -> tuple[float, ...]:
+    """Seconds of ``name``'s runs, back to back until it stops warming up (see the module
+    docstring) or the time limit has passed (a slow contender's turn then ends with its
+    first run)."""
+    runs: list[float] = []
     fastest, stale = math.inf, 0
     for turn_index in range(MAX_RUNS_PER_TURN):
         if turn_index and clock() - started > TIME_LIMIT_SECONDS:
@@ -161,6 +162,7 @@ def _turn(name: str, run: Callable[[str], object], runs: list[float], started: f
         fastest = min(fastest, seconds)
         if stale >= TURN_PATIENCE:
             break
+    return tuple(runs)
 
 
 def measure(problem: ConvProblem, threads: int, precision: str,
@@ -196,9 +198,9 @@ def measure(problem: ConvProblem, threads: int, precision: str,
         if round_index and clock() - started + RUNS_PER_TURN * round_seconds > TIME_LIMIT_SECONDS:
             break  # another round would pass the limit (the first always runs)
         for name in order if round_index % 2 == 0 else order[::-1]:
-            before = len(times[name])
-            _turn(name, run, times[name], started)
-            turns.append((name, tuple(times[name][before:])))
+            runs = _turn(name, run, started)
+            times[name] += runs
+            turns.append((name, runs))
     seconds = {name: min(runs) for name, runs in times.items()}
     choice = min(seconds, key=seconds.get)
     return Measurement(choice, estimates, seconds, margin, tuple(not_timed),
