@@ -9,7 +9,15 @@ import pytest
 import convlab
 from convlab.dispatch import cost_model
 from convlab.ops import _decided as decided
-from tests.helpers import ALGORITHMS, assert_matches_reference, problem_of, skip_unless_supported
+from convlab.strategies import im2col
+from tests.helpers import (
+    ALGORITHMS,
+    MUTATES_REGISTRY,
+    assert_matches_reference,
+    problem_of,
+    skip_unless_supported,
+    temporary_algorithm,
+)
 
 SRC = (2, 9, 8, 5)        # NXC
 WEIGHTS = (3, 3, 5, 6)    # XIO
@@ -168,3 +176,111 @@ def test_remembered_calls_take_weights_in_any_memory_layout(rng, algorithm, layo
     want = convlab.convolve(src, np.ascontiguousarray(fresh_weights), bias,
                             algorithm=algorithm, **ATTRIBUTES)
     np.testing.assert_array_equal(got, want)
+
+
+def _arranged(array, layout):
+    """``array``'s values in another memory layout (the same values, shape and dtype)."""
+    arranged = {"contiguous": lambda: array,
+                "fortran": lambda: np.asfortranarray(array),
+                "misaligned": lambda: _misaligned_copy(array),
+                "strided": lambda: np.repeat(array, 2, axis=-1)[..., ::2],
+                "big-endian": lambda: array.astype(array.dtype.newbyteorder(">"))}[layout]()
+    np.testing.assert_array_equal(arranged, array)
+    return arranged
+
+
+SRC_LAYOUTS = ["contiguous", "fortran", "misaligned", "strided"]
+
+
+@pytest.mark.parametrize("layout", SRC_LAYOUTS)
+@pytest.mark.parametrize("algorithm", ["auto", *ALGORITHMS])
+def test_remembered_calls_and_plans_take_src_in_any_memory_layout(rng, algorithm, layout):
+    """A C-contiguous, aligned src of the compute dtype goes to the kernel as it is on a
+    repeated call; any other src of the same shape and dtype must be readied as on a first
+    call, in one-shot calls and in plans alike."""
+    src, weights, bias = _arrays(rng)
+    if algorithm != "auto":
+        skip_unless_supported(algorithm, problem_of(src, weights, bias, ATTRIBUTES))
+    plan = convlab.Convolution(weights, bias, algorithm=algorithm, **ATTRIBUTES)
+    convlab.convolve(src, weights, bias, algorithm=algorithm, **ATTRIBUTES)
+    plan(src)
+    fresh_src = rng.standard_normal(SRC).astype(np.float32)
+    arranged = _arranged(fresh_src, layout)
+    kept = arranged.copy()
+    got = convlab.convolve(arranged, weights, bias, algorithm=algorithm, **ATTRIBUTES)
+    from_plan = plan(arranged)
+    assert len(decided._decisions) == 1, "the call did not take the remembered path"
+    np.testing.assert_array_equal(arranged, kept)
+    decided.forget()
+    want = convlab.convolve(np.ascontiguousarray(fresh_src), weights, bias,
+                            algorithm=algorithm, **ATTRIBUTES)
+    # a plan measures its contenders, so under "auto" it may run another algorithm
+    plan_ran = convlab.convolve(np.ascontiguousarray(fresh_src), weights, bias,
+                                algorithm=plan.algorithm_for(fresh_src), **ATTRIBUTES)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(from_plan, plan_ran)
+    assert got.flags.c_contiguous and from_plan.flags.c_contiguous
+
+
+def test_a_big_endian_src_is_decided_on_its_own(rng):
+    """A byte-swapped src compares unequal to the native dtype, so it has a signature of
+    its own and is converted, never handed to a kernel as native floats."""
+    src, weights, bias = _arrays(rng)
+    want = convlab.convolve(src, weights, bias, **ATTRIBUTES)
+    for _ in range(2):
+        got = convlab.convolve(_arranged(src, "big-endian"), weights, bias, **ATTRIBUTES)
+        np.testing.assert_array_equal(got, want)
+    assert len(decided._decisions) == 2
+
+
+def test_a_remembered_im2col_call_follows_a_new_workspace_limit(rng):
+    """im2col's bound run keeps the launch it planned, but not past a change of the
+    workspace limit: the repeated call must then plan within the new limit."""
+    src, weights, bias = _arrays(rng)
+    plan = convlab.Convolution(weights, bias, algorithm="im2col", **ATTRIBUTES)
+    want = convlab.convolve(src, weights, bias, algorithm="im2col", **ATTRIBUTES)
+    plan(src)
+    roomy = im2col.last_run["workspace_bytes"]
+    limit = im2col.MIN_WORKSPACE_LIMIT
+    assert roomy > limit, "the problem needs no more than the smallest limit"
+    with im2col.workspace_limit(limit):
+        for call in (lambda: convlab.convolve(src, weights, bias, algorithm="im2col",
+                                              **ATTRIBUTES), lambda: plan(src)):
+            got = call()
+            assert im2col.last_run["workspace_bytes"] <= limit
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert len(decided._decisions) == 1
+
+
+@MUTATES_REGISTRY
+def test_an_algorithms_bind_hook_runs_its_repeated_calls(rng):
+    """Decided calls and plans run what an algorithm's ``bind`` returns, bound once per
+    case; a first call runs ``run`` itself."""
+    bound_for, bound_calls, run_calls = [], [], []
+
+    def run(problem, src, weights, bias, dst, threads):
+        run_calls.append(1)
+        dst[...] = convlab.reference.convolve(src, weights[0], bias, **ATTRIBUTES)
+
+    def bind(problem, threads):
+        bound_for.append((problem, threads))
+
+        def bound(src, weights, bias, dst):
+            bound_calls.append(1)
+            run(problem, src, weights, bias, dst, threads)
+
+        return bound
+
+    src, weights, bias = _arrays(rng)
+    with temporary_algorithm(run, bind=bind) as name:
+        plan = convlab.Convolution(weights, bias, algorithm=name, threads=1, **ATTRIBUTES)
+        for _ in range(3):
+            got = convlab.convolve(src, weights, bias, algorithm=name, threads=1,
+                                   **ATTRIBUTES)
+            from_plan = plan(src)
+    want = convlab.reference.convolve(src, weights, bias, **ATTRIBUTES)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(from_plan, want, rtol=1e-5)
+    assert [threads for _, threads in bound_for] == [1, 1], "bound once per case"
+    assert len(bound_calls) == 4, "the repeated calls did not take the bound run"
+    assert len(run_calls) == 6

@@ -30,6 +30,12 @@ four callables:
     block from a leading sum's scale * (prior dst) + bias. Without it, post-ops run in a
     separate output stage.
 
+``bind(problem, threads)``, optional
+    A function of ``(src, weights, bias, dst)`` that runs ``run`` on that problem and
+    thread count, with whatever ``run`` derives from the two alone (a plan of blocks,
+    buffer sizes) worked out once. Decided one-shot calls and plans, which call the same
+    case again and again, keep one. Without it they call ``run``.
+
 An algorithm that rounds differently from a plain sum of products (Winograd's
 transforms) declares its measured float32 relative error as ``relative_error``;
 ``precision="highest"`` then keeps it out of "auto" and "tune".
@@ -98,6 +104,19 @@ class Algorithm:
     # Weights for one call only (a one-shot ``convolve``), which may go on reading the
     # caller's array; None: ``prepare_weights``, whose result a plan keeps.
     prepare_once: Callable[[Problem, Any], Any] | None = None
+    bind: Callable[[Problem, int], Callable[..., None]] | None = None
+
+    def bound(self, problem: Problem, threads: int) -> Callable[..., None]:
+        """``run`` for ``problem`` at ``threads``, as a function of (src, weights, bias,
+        dst): the ``bind`` hook's, or a call of ``run``."""
+        if self.bind is not None:
+            return self.bind(problem, threads)
+        run = self.run
+
+        def bound_run(src, weights, bias, dst):
+            run(problem, src, weights, bias, dst, threads)
+
+        return bound_run
 
     def prepare(self, problem: Problem, weights, once: bool = False) -> Any:
         """``prepare_weights`` (``prepare_once`` where ``once`` and there is one) on the
@@ -193,7 +212,7 @@ def generation() -> int:
 def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_weights=None,
                        auto=True, description: str = "",
                        relative_error=None, fuse_post_ops=None, weight_views: bool = False,
-                       prepare_once=None, replace: bool = False,
+                       prepare_once=None, bind=None, replace: bool = False,
                        registry: Registry | None = None):
     """Add an algorithm to the registry (of forward convolution, unless ``registry``
     names another: :data:`TRANSPOSED`, :data:`INT8`).
@@ -223,7 +242,7 @@ def register_algorithm(name_or_algorithm, *, supports=None, cost=None, prepare_w
                              description=description or (run.__doc__ or "").strip()
                              .split("\n")[0], relative_error=relative_error,
                              fuse_post_ops=fuse_post_ops, weight_views=weight_views,
-                             prepare_once=prepare_once), replace)
+                             prepare_once=prepare_once, bind=bind), replace)
         return run
 
     return decorator

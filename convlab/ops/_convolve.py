@@ -128,9 +128,8 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
             precision)
         known = decided.lookup(key)
         if known is not None:
-            problem, chosen, prepare = known
-            return decided.run_decided(problem, chosen, src, prepare(weights),
-                                       params.canonical_bias(bias, problem), n_threads)
+            problem, _, prepare, run = known
+            return run(src, prepare(weights), params.canonical_bias(bias, problem))
     src = params.as_array("src", src)
     weights = params.as_array("weights", weights)
     bias = None if bias is None else params.as_array("bias", bias)
@@ -164,7 +163,7 @@ def convolve(src, weights, bias=None, *, strides: IntOrSeq = None, pads_begin: I
     prepared = prepared_for(chosen) if problem.batch > 0 else None
     result = execute(problem, chosen, src, prepared, canonical_bias, out, n_threads, ops)
     if algorithm != "tune" and decided.kernel_only(problem, ops, out):
-        decided.remember(key, problem, chosen)
+        decided.remember(key, problem, chosen, n_threads)
     return result
 
 

@@ -15,6 +15,7 @@ made under other cost constants, ISA level or registry is not reused.
 """
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable
 
@@ -31,7 +32,9 @@ from convlab.runtime import _buffers as buffers
 MAX_SIGNATURES = 512
 
 _PLAIN_TYPES = frozenset({type(None), int, str})
-_decisions: dict[tuple, tuple[ConvProblem, Algorithm, tuple, Callable[[np.ndarray], Any]]] = {}
+# signature -> (problem, algorithm, what it was valid while, weight preparation, runner)
+_decisions: dict[tuple, tuple[ConvProblem, Algorithm, tuple, Callable[[np.ndarray], Any],
+                              Callable[[np.ndarray, Any, Any], np.ndarray]]] = {}
 _lock = threading.Lock()
 
 
@@ -67,14 +70,15 @@ def _valid_while() -> tuple:
     return FORWARD.changes, cost_model.generation()
 
 
-def lookup(key: tuple | None) -> tuple[ConvProblem, Algorithm, Callable] | None:
-    """The remembered problem, algorithm and weight preparation of ``key``, if still valid."""
+def lookup(key: tuple | None) -> tuple[ConvProblem, Algorithm, Callable, Callable] | None:
+    """The remembered problem, algorithm, weight preparation and :func:`runner` of
+    ``key``, if still valid."""
     if key is None:
         return None
     entry = _decisions.get(key)
     if entry is None or entry[2] != _valid_while():
         return None
-    return entry[0], entry[1], entry[3]
+    return entry[0], entry[1], entry[3], entry[4]
 
 
 def weight_preparation(problem: ConvProblem, chosen: Algorithm) -> Callable[[np.ndarray], Any]:
@@ -104,14 +108,16 @@ def weight_preparation(problem: ConvProblem, chosen: Algorithm) -> Callable[[np.
     return reshaped
 
 
-def remember(key: tuple | None, problem: ConvProblem, chosen: Algorithm) -> None:
+def remember(key: tuple | None, problem: ConvProblem, chosen: Algorithm,
+             n_threads: int) -> None:
     """Keep the decision for ``key`` (a call with this signature just succeeded)."""
     if key is None:
         return
     with _lock:
         while len(_decisions) >= MAX_SIGNATURES:
             del _decisions[next(iter(_decisions))]
-        _decisions[key] = (problem, chosen, _valid_while(), weight_preparation(problem, chosen))
+        _decisions[key] = (problem, chosen, _valid_while(), weight_preparation(problem, chosen),
+                           runner(problem, chosen, n_threads))
 
 
 def forget() -> None:
@@ -122,19 +128,49 @@ def forget() -> None:
 
 def kernel_only(problem: ConvProblem, ops, out) -> bool:
     """Whether nothing follows the kernel: no ``out``, post-ops or output stage, N > 0
-    (the case :func:`run_decided` runs)."""
+    (the case a :func:`runner` runs)."""
     return (out is None and not ops and problem.batch > 0
             and not postops.needs_stage(problem, ops, None))
 
 
-def run_decided(problem: ConvProblem, chosen: Algorithm, src: np.ndarray, prepared, bias,
-                n_threads: int) -> np.ndarray:
-    """The kernel alone into a new dst, for a case with nothing after the kernel (no
-    ``out``, post-ops or output stage, N > 0): what one-shot calls and plans share."""
-    if problem.data_format == "NCX":  # copied to NCX before the call returns
-        dst = buffers.staging("dst", problem.canonical_dst_shape, problem.dtype)
-    else:
-        dst = buffers.empty(problem.canonical_dst_shape, problem.dtype)
-    chosen.run(problem, canonical_src(src, problem, n_threads, staged=True), prepared, bias,
-               dst, n_threads)
-    return user_dst_copy(dst, problem, n_threads)
+def runner(problem: ConvProblem, chosen: Algorithm,
+           n_threads: int) -> Callable[[np.ndarray, Any, Any], np.ndarray]:
+    """The kernel alone into a new dst, as a function of (src, prepared weights, canonical
+    bias), for a case with nothing after the kernel (no ``out``, post-ops or output stage,
+    N > 0): what decided one-shot calls and plans run.
+
+    Everything that follows from the problem is settled here, once: the algorithm's bound
+    run, how dst is allocated, and, for channels-last src that needs no materialising,
+    that a C-contiguous, aligned src of the compute dtype goes to the kernel as it is. On a
+    layer of a few kflop these per-call steps together took longer than the kernel."""
+    run = chosen.bound(problem, n_threads)
+    shape, dtype = problem.canonical_dst_shape, problem.dtype
+    if problem.data_format == "NCX" or problem.source_shape is not None:
+        def general(src, prepared, bias):
+            if problem.data_format == "NCX":  # copied to NCX before the call returns
+                dst = buffers.staging("dst", shape, dtype)
+            else:
+                dst = buffers.empty(shape, dtype)
+            run(canonical_src(src, problem, n_threads, staged=True), prepared, bias, dst)
+            return user_dst_copy(dst, problem, n_threads)
+
+        return general
+
+    def allocate_small():
+        return np.empty(shape, dtype)
+
+    def allocate_aligned():
+        return buffers.aligned_empty(shape, dtype)
+
+    allocate = (allocate_small if math.prod(shape) * dtype.itemsize < buffers.ALIGN_FROM_BYTES
+                else allocate_aligned)
+
+    def channels_last(src, prepared, bias):
+        flags = src.flags
+        if not (flags.c_contiguous and flags.aligned and src.dtype == dtype):
+            src = canonical_src(src, problem, n_threads, staged=True)
+        dst = allocate()
+        run(src, prepared, bias, dst)
+        return dst
+
+    return channels_last

@@ -22,7 +22,7 @@ from convlab.dispatch import measure, select
 from convlab.dispatch.registry import INT8, Algorithm, get_algorithm
 from convlab.ops import _quantized as quantized, postops
 from convlab.ops._convolve import check_out, execute, execute_quantized, explain, resolve_for_call
-from convlab.ops._decided import kernel_only, run_decided
+from convlab.ops._decided import kernel_only, runner
 from convlab.problem import params
 from convlab.problem.params import ConvProblem, IntOrSeq
 from convlab.runtime import _buffers as buffers
@@ -338,8 +338,9 @@ class PlanExplanation:
 def _lean_runner(problem: ConvProblem, chosen, prepared, bias, n_threads: int):
     """``execute`` for one decided case (no out=, no post-ops or output stage, N > 0),
     without re-deciding any of it: on a small layer each skipped check is a few percent."""
+    run = runner(problem, chosen, n_threads)
 
-    def run(src: np.ndarray) -> np.ndarray:
-        return run_decided(problem, chosen, src, prepared, bias, n_threads)
+    def run_with_weights(src: np.ndarray) -> np.ndarray:
+        return run(src, prepared, bias)
 
-    return run
+    return run_with_weights
