@@ -89,6 +89,10 @@ extensions = [
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
     )
     for name in kernel_names
+] + [
+    # the signature a repeated one-shot call is recognised by
+    Extension("convlab.ops._signature", ["convlab/ops/_signature.pyx"],
+              extra_compile_args=compile_args, extra_link_args=link_args),
 ]
 
 setup(

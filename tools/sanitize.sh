@@ -97,7 +97,7 @@ fi
 "$python" -m pip wheel -v --no-deps --wheel-dir "$work/wheel" . >"$work/build.log" 2>&1 \
     || { tail -50 "$work/build.log"; exit 1; }
 "$python" -m zipfile -e "$work"/wheel/convlab-*.whl "$work/wheel/unpacked"
-cp "$work"/wheel/unpacked/convlab/strategies/kernels/*.so convlab/strategies/kernels/
+(cd "$work/wheel/unpacked" && find convlab -name '*.so' -exec cp {} "$OLDPWD/{}" \;)
 echo "   built in $((SECONDS - started)) s"
 
 # The interpreter is not instrumented, so the ASan runtime must be loaded first. Python
