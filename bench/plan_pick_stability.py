@@ -23,27 +23,13 @@ blocks, like a program's calls, read the typical one.
 from __future__ import annotations
 
 import statistics
-import time
 
 import convlab
 from convlab.cli._bench_args import layer_script_parser, select_layers
 from convlab.problem import shapes
-from convlab.runtime import cpu
+from convlab.runtime import cpu, timing
 
 BOUND = 1.10  # a pick this much slower than the fastest forced plan misses
-
-
-def block_median(call, min_seconds: float) -> float:
-    """The median call time of one block: one untimed call, then calls until the block has
-    lasted ``min_seconds`` (at least five)."""
-    call()
-    times: list[float] = []
-    end = time.perf_counter() + min_seconds
-    while len(times) < 5 or time.perf_counter() < end:
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def settled_median_pick(turns) -> str | None:
@@ -74,7 +60,11 @@ def one_repeat(layer, threads: int, rounds: int, min_seconds: float, seed: int):
     blocks: dict[str, list[float]] = {name: [] for name in timed}
     for round_index in range(rounds):
         for name in timed if round_index % 2 == 0 else timed[::-1]:
-            blocks[name].append(block_median(lambda: forced[name](src), min_seconds))
+            # at least five calls, as many as fill min_seconds; no idle pause first, as
+            # the blocks follow each other back to back
+            times = timing.time_block(lambda: forced[name](src), 5, pause=0.0,
+                                      min_seconds=min_seconds, quiet=False)
+            blocks[name].append(statistics.median(times))
     return measurement, blocks
 
 

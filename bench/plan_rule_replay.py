@@ -56,8 +56,10 @@ def main(argv=None) -> None:
     ratios: dict[str, list[float]] = {"fastest run": [], "paired rounds": []}
     for repeat in range(args.repeats):
         for index, layer in enumerate(layers):
+            # repeats equal to rounds: one block per contender and round, as the bench
+            # commands in docs/benchmarks.md run it
             contenders = benchmark.bench_layer(
-                layer, algorithms, args.threads, 7, 1, torch, onnx, ort,
+                layer, algorithms, args.threads, args.rounds, 1, torch, onnx, ort,
                 seed=index + repeat, schedule="mixed", rounds=args.rounds,
                 min_block_seconds=0.1)
             forced = {c.label[len("plan:"):]: c.median for c in contenders

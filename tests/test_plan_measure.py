@@ -345,7 +345,9 @@ def test_the_first_call_returns_the_measured_winners_result(rng, monkeypatch, cl
             original.run(*args, **kwargs)
             clock.now += 1e-3 if original.name == algorithm else 5e-3
 
-        monkeypatch.setitem(registry.FORWARD.by_name, name, dataclasses.replace(original, run=run))
+        # without its bind hook, the bound run calls this run
+        monkeypatch.setitem(registry.FORWARD.by_name, name,
+                            dataclasses.replace(original, run=run, bind=None))
     plan = convlab.Convolution(weights, bias, threads=2, **ATTRIBUTES)
     first = plan(src)
     assert plan.algorithm_for(src) == algorithm
@@ -427,3 +429,34 @@ def test_contenders_are_timed_into_a_dst_allocated_as_the_calls_dst(rng, clock, 
         plan(src)
         assert plan.algorithm_for(src) in (first, second)
     assert len(starts) > 2 and set(starts) == {0}
+
+
+def test_contenders_are_timed_through_their_bound_run(rng, clock, wide_margin):
+    """A plan's later calls run an algorithm's bound run (its ``bind`` hook), so the first
+    call times that: here the bound run is the faster one, while a call of ``run``
+    itself would lose to the other contender."""
+    src, weights, bias = _tensors(rng)
+    reference = registry.get_algorithm("reference")
+
+    def slow_run(problem, src, weights, bias, dst, threads):
+        reference.run(problem, src, weights, bias, dst, threads)
+        clock.now += 3e-3
+
+    def bind(problem, threads):
+        def bound(src, weights, bias, dst):
+            reference.run(problem, src, weights, bias, dst, threads)
+            clock.now += 1e-3
+        return bound
+
+    def steady_run(problem, src, weights, bias, dst, threads):
+        reference.run(problem, src, weights, bias, dst, threads)
+        clock.now += 2e-3
+
+    estimate = lambda problem, threads: convlab.Estimate(1e-9, {})  # noqa: E731
+    with temporary_algorithm(slow_run, cost=estimate, bind=bind) as bound_name, \
+            temporary_algorithm(steady_run, cost=estimate) as steady_name:
+        plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
+        plan(src)
+        assert plan.algorithm_for(src) == bound_name
+        assert plan.explain(src).measurement.seconds == pytest.approx(
+            {bound_name: 1e-3, steady_name: 2e-3})

@@ -211,10 +211,16 @@ class Convolution:
         def prepare(name):
             self._prepared_weights(problem, get_algorithm(name))
 
+        # each contender runs as the plan's later calls will: its bound run
+        bound_runs: dict[str, tuple[Callable, Any]] = {}
+
         def run(name):
-            algorithm = get_algorithm(name)
-            algorithm.run(problem, src_canonical, self._prepared_weights(problem, algorithm),
-                          bias, scratch, n_threads)
+            entry = bound_runs.get(name)
+            if entry is None:
+                algorithm = get_algorithm(name)
+                entry = bound_runs[name] = (algorithm.bound(problem, n_threads),
+                                            self._prepared_weights(problem, algorithm))
+            entry[0](src_canonical, entry[1], bias, scratch)
 
         measurement = measure.measure(problem, n_threads, self._precision, prepare, run)
         in_use = {(chosen.name, p.dtype.str) for p, chosen in self._choices.values()}
