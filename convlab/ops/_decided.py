@@ -15,7 +15,6 @@ made under other cost constants, ISA level or registry is not reused.
 """
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any, Callable
 
@@ -130,14 +129,7 @@ def runner(problem: ConvProblem, chosen: Algorithm,
 
         return general
 
-    def allocate_small():
-        return np.empty(shape, dtype)
-
-    def allocate_aligned():
-        return buffers.aligned_empty(shape, dtype)
-
-    allocate = (allocate_small if math.prod(shape) * dtype.itemsize < buffers.ALIGN_FROM_BYTES
-                else allocate_aligned)
+    allocate = buffers.empty_allocator(shape, dtype)
 
     def channels_last(src, prepared, bias):
         flags = src.flags

@@ -1,8 +1,10 @@
 """Buffers that convlab allocates itself: outputs, and the kernels' aligned workspaces."""
 from __future__ import annotations
 
+import functools
 import math
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -46,12 +48,22 @@ def aligned_contiguous(array: np.ndarray) -> np.ndarray:
     return aligned_copy(array)
 
 
+def _on_a_line(shape, dtype: np.dtype) -> bool:
+    return math.prod(shape) * dtype.itemsize >= ALIGN_FROM_BYTES
+
+
 def empty(shape, dtype) -> np.ndarray:
     """``np.empty(shape, dtype)``, on a cache line when it takes ALIGN_FROM_BYTES or more."""
     dtype = np.dtype(dtype)
-    if math.prod(shape) * dtype.itemsize < ALIGN_FROM_BYTES:
-        return np.empty(shape, dtype)
-    return aligned_empty(shape, dtype)
+    return aligned_empty(shape, dtype) if _on_a_line(shape, dtype) else np.empty(shape, dtype)
+
+
+def empty_allocator(shape, dtype) -> Callable[[], np.ndarray]:
+    """:func:`empty` for ``shape`` and ``dtype`` with the choice made once, for a caller
+    that allocates the same shape on every call."""
+    dtype = np.dtype(dtype)
+    return functools.partial(aligned_empty if _on_a_line(shape, dtype) else np.empty, shape,
+                             dtype)
 
 
 # A call's staging buffers (an NCX call's src and dst in the kernels' layout, filled and
