@@ -4,9 +4,13 @@
   all, over mixed shapes, dtypes and out= buffers, returns bit for bit what a second plan
   returns to serial calls. The shared plan starts cold, so the threads race to fill its
   caches (choice, prepared weights, lean runners) while they call it.
-* Every entry point called ``LEAK_CALLS`` times after a warm-up grows the process'
-  resident memory by less than ``LEAK_BYTES``: a result, a buffer or a Python object kept
-  per call would cross it (the problems' results are 0.5-2 KiB). These calls run with one
+* Every entry point called ``LEAK_CALLS`` times after a warm-up, in two halves, grows the
+  process' resident memory by less than half of ``LEAK_BYTES`` in at least one half: a
+  result, a buffer or a Python object kept per call grows both halves past it (the
+  problems' results are 0.5-2 KiB), while the allocator taking one more block of heap
+  once, which a long session can leave it needing at any call (once +2.2 MiB in one
+  batch of a full-suite run on an AMD EPYC, not reproduced in the next run), grows one
+  half only. These calls run with one
   OpenMP thread (two named entries pass threads=2): on a busy machine each parallel
   region of a two-thread call can wait for the other thread to be scheduled, which made
   tiny int8 and data-dilated calls tens of times slower, and the memory figure does not
@@ -191,17 +195,21 @@ def _resident_bytes() -> int:
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_repeated_calls_do_not_grow_memory(entry):
     call = _entry_points()[entry]
+    half = LEAK_CALLS // 2
     with threadpool_limits(limits=1, user_api="openmp"):
         for _ in range(WARM_UP_CALLS):
             call()
-        before = _resident_bytes()
+        resident = [_resident_bytes()]
         began = time.perf_counter()
-        for _ in range(LEAK_CALLS):
-            call()
+        for _ in range(2):
+            for _ in range(half):
+                call()
+            resident.append(_resident_bytes())
         seconds = time.perf_counter() - began
-        growth = _resident_bytes() - before
-    print(f"\n{entry}: {LEAK_CALLS} calls in {seconds:.2f} s "
-          f"({seconds / LEAK_CALLS * 1e6:.0f} us each), resident memory "
-          f"{growth / 2**20:+.3f} MiB")
-    assert growth < LEAK_BYTES, (f"{entry}: {LEAK_CALLS} calls grew resident memory by "
-                                 f"{growth / 2**20:.2f} MiB")
+    growths = [after - before for before, after in zip(resident, resident[1:])]
+    print(f"\n{entry}: {2 * half} calls in {seconds:.2f} s "
+          f"({seconds / (2 * half) * 1e6:.0f} us each), resident memory "
+          + ", ".join(f"{growth / 2**20:+.3f}" for growth in growths) + " MiB per half")
+    assert min(growths) < LEAK_BYTES // 2, (
+        f"{entry}: each half of {half} calls grew resident memory, by "
+        + " and ".join(f"{growth / 2**20:.2f}" for growth in growths) + " MiB")
