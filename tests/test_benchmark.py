@@ -23,7 +23,7 @@ from convlab.cli import (
 )
 from convlab.dispatch import cost_model
 from convlab.problem.shapes.descriptor import parse_descriptor
-from convlab.runtime import cpu, timing
+from convlab.runtime import blas, cpu, timing
 from tests.helpers import load_bench_script
 
 
@@ -387,6 +387,15 @@ def test_header_names_the_cpu_and_the_constants(monkeypatch):
     monkeypatch.setattr(cost_model, "describe_constants", lambda: "calibrated here",
                         raising=False)
     assert tables.machine_lines()[1] == "cost constants: calibrated here"
+
+
+def test_header_names_the_openblas_variables_set_in_the_environment(monkeypatch):
+    """They choose im2col's GEMM kernels and blocking in place of the CPU's own."""
+    for name in blas.KERNEL_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    assert "set in the environment" not in tables.machine_lines()[-1]
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
+    assert tables.machine_lines()[-1].endswith("; set in the environment: OPENBLAS_L2_SIZE=512")
 
 
 def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):

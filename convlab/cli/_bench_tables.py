@@ -30,7 +30,7 @@ from convlab.cli._bench_results import (
     round_ratio_range,
 )
 from convlab.dispatch import cost_model, measure
-from convlab.runtime import cpu
+from convlab.runtime import blas, cpu
 from convlab.strategies import fft_transforms
 
 
@@ -89,7 +89,15 @@ def _gemm_library_text() -> str:
     library = im2col.blas_library()
     core = f", OpenBLAS core {library['core']}" if library.get("core") else ""
     version = " ".join(library["version"].split()[:2])
-    return f"{library['name']} ({version}{core})"
+    return f"{library['name']} ({version}{core})" + _openblas_environment_text()
+
+
+def _openblas_environment_text() -> str:
+    """The OpenBLAS variables set in the environment, which choose its kernels and their
+    blocking in place of the CPU's own (some machines set them for old OpenBLAS builds)."""
+    settings = [f"{name}={os.environ[name]}" for name in blas.KERNEL_ENVIRONMENT
+                if os.environ.get(name)]
+    return f"; set in the environment: {', '.join(settings)}" if settings else ""
 
 
 def _size_text(size: int) -> str:

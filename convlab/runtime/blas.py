@@ -57,6 +57,9 @@ def requested() -> str:
 # OpenBLAS's name for the kernels of each capped level (x86-64: its DYNAMIC_ARCH cores).
 CORE_FOR_LEVEL = {"avx2": "Haswell", "baseline": "Prescott"}
 CORE_ENVIRONMENT = "OPENBLAS_CORETYPE"
+# The variables OpenBLAS reads as it loads to choose its kernels and their cache blocking
+# in place of the CPU's own; reports name those set.
+KERNEL_ENVIRONMENT = (CORE_ENVIRONMENT, "OPENBLAS_L2_SIZE")
 
 
 def _capped_core() -> str | None:
