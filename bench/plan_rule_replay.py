@@ -13,6 +13,9 @@ contender two rules keep on those same turns:
 * fastest run: the contender whose fastest run is the lowest (the rule plans use);
 * paired rounds: the lowest median over rounds of (the contender's turn / the round's
   fastest turn), a rule a slow spell spanning several runs should disturb less;
+* turn median: the lowest median over the contender's turns of each turn's fastest run,
+  a rule one lucky turn cannot decide (a contender whose transformed weights outgrow the
+  last-level cache runs fast only while a turn finds part of them still there);
 
 each as the forced plan of its pick over the fastest forced plan (1.00: the pick was the
 fastest), and their means over the layers and repeats.
@@ -29,9 +32,9 @@ from convlab.problem import shapes
 PLANS = ("direct", "im2col", "winograd2", "winograd4", "winograd6")
 
 
-def rule_picks(turns: list[tuple[str, float]]) -> tuple[str, str] | None:
-    """(fastest-run pick, paired-rounds pick) from the (contender, turn's fastest run)
-    list in the order the turns ran; None with fewer than two contenders."""
+def rule_picks(turns: list[tuple[str, float]]) -> tuple[str, str, str] | None:
+    """(fastest-run pick, paired-rounds pick, turn-median pick) from the (contender, turn's
+    fastest run) list in the order the turns ran; None with fewer than two contenders."""
     names = list(dict.fromkeys(name for name, _ in turns))
     if len(names) < 2:
         return None
@@ -40,8 +43,11 @@ def rule_picks(turns: list[tuple[str, float]]) -> tuple[str, str] | None:
     rounds = [dict(turns[i:i + count]) for i in range(0, len(turns) - count + 1, count)]
     score = {name: statistics.median(r[name] / min(r.values()) for r in rounds if name in r)
              for name in names}
+    turn_median = {name: statistics.median(t for n, t in turns if n == name)
+                   for name in names}
     return (min(fastest, key=fastest.__getitem__),
-            min(score, key=lambda name: (score[name], fastest[name])))
+            min(score, key=lambda name: (score[name], fastest[name])),
+            min(turn_median, key=lambda name: (turn_median[name], fastest[name])))
 
 
 def main(argv=None) -> None:
@@ -53,7 +59,8 @@ def main(argv=None) -> None:
     onnx, ort = benchmark._try_import("onnx"), benchmark._try_import("onnxruntime")
     algorithms = ["direct", "im2col", "auto", "plan"] + [
         f"plan:{name}" for name in PLANS]
-    ratios: dict[str, list[float]] = {"fastest run": [], "paired rounds": []}
+    ratios: dict[str, list[float]] = {"fastest run": [], "paired rounds": [],
+                                      "turn median": []}
     for repeat in range(args.repeats):
         for index, layer in enumerate(layers):
             # repeats equal to rounds: one block per contender and round, as the bench

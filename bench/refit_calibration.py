@@ -9,8 +9,10 @@ contender it timed. For each file and each weight this rebuilds those timings (t
 hooks of this checkout count their terms), fits the constants as ``convlab.calibrate``
 does with that prior weight (:data:`convlab.dispatch.calibration.run.PRIOR_WEIGHT`), and
 prints the regret the calibration judges the fit by (each problem held out of the fit)
-beside the shipped set's, and, with ``--suite``, the regret the fit's picks would have
-on those bench CSVs (``bench/regret_analysis.py``'s prediction), so that a weight is
+beside the shipped set's, whether the calibration keeps the shipped set by its rule (the
+case-by-case log ratio, :func:`convlab.dispatch.calibration.run.paired_log_regret`) and
+whether it would by the geo-means alone, and, with ``--suite``, the regret the fit's picks
+would have on those bench CSVs (``bench/regret_analysis.py``'s prediction), so that a weight is
 chosen on what the calibration can see and checked on the networks it serves.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import pathlib
 import sys
 
@@ -65,7 +68,9 @@ def main(argv=None):
     for path in args.calibrations:
         timings, shipped, priced, threads = stored_timings(path)
         margins = dict(shipped.get("selection_margins", {}))
-        base = fit.regret_summary(timings, shipped["constants"], margins)
+        by_shipped = fit.regrets(timings, fit.estimated(timings, shipped["constants"]),
+                                 margins)
+        base = fit.summary_of(by_shipped.values())
         print(f"{path}: {len(timings)} timings at {threads} threads; shipped set's regret "
               f"{base['geo_mean']:.4f} / {base['worst']:.2f}")
         if args.suites:
@@ -76,10 +81,16 @@ def main(argv=None):
             print(f"  shipped      {name} {format_constants(shipped['constants'], name, threads)}")
         for weight, refined in itertools.product(weights, refinements):
             fitted_on = run.fitter(shipped, priced, threads, weight, refined)
-            held_out = fit.summary_of(fit.held_out_regrets(
-                timings, lambda subset: fitted_on(subset).constants).values())
+            per_case = fit.held_out_regrets(timings,
+                                            lambda subset: fitted_on(subset).constants)
+            held_out = fit.summary_of(per_case.values())
+            paired = run.paired_log_regret(by_shipped, per_case)
+            by_geo_means = base["geo_mean"] < held_out["geo_mean"] - run.KEEP_SHIPPED_BY
             line = (f"  prior {weight:<6g}{'' if refined else ' unrefined'} held out "
-                    f"{held_out['geo_mean']:.4f} / {held_out['worst']:.2f}")
+                    f"{held_out['geo_mean']:.4f} / {held_out['worst']:.2f}; shipped/held-out "
+                    f"{math.exp(paired['mean']):.4f} (se {paired['standard_error']:.4f}): "
+                    f"keeps {'shipped' if run._shipped_picks_better(paired) else 'fit'} "
+                    f"(by geo-means: {'shipped' if by_geo_means else 'fit'})")
             constants = fitted_on(timings).constants
             if args.suites:
                 fitted = json.loads(json.dumps(shipped))

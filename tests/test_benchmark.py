@@ -571,14 +571,17 @@ def test_as_avx2_cpu_hides_avx512_from_the_process_and_results_stay_exact(tmp_pa
     assert report["errors"] and max(report["errors"].values()) < 1e-3, report["errors"]
 
 
-def test_the_plan_rule_replay_picks_by_fastest_run_and_by_paired_rounds():
-    """bench/plan_rule_replay.py: on the same recorded turns, the plans' rule keeps the
+def test_the_plan_rule_replay_picks_by_fastest_run_by_paired_rounds_and_by_turn_median():
+    """bench/plan_rule_replay.py: on the same recorded turns, the fastest-run rule keeps the
     contender with the fastest run; the paired rule the lowest median of its turn over the
-    round's fastest turn."""
+    round's fastest turn; the turn-median rule the lowest median of its turns."""
     script = load_bench_script("plan_rule_replay.py")
     # "a" has one lucky turn (0.5) and loses the other two rounds by 1.2x; "b" wins them
     turns = [("a", 1.2), ("b", 1.0), ("b", 1.0), ("a", 0.5), ("a", 1.2), ("b", 1.0)]
-    assert script.rule_picks(turns) == ("a", "b")
+    assert script.rule_picks(turns) == ("a", "b", "b")
+    # "b" loses one round by far (a slow spell) and wins the other two by little
+    turns = [("a", 1.0), ("b", 0.9), ("b", 3.0), ("a", 1.0), ("a", 1.0), ("b", 0.9)]
+    assert script.rule_picks(turns) == ("b", "b", "b")
     assert script.rule_picks([("a", 1.0), ("a", 0.9)]) is None
 
 

@@ -11,6 +11,7 @@ import json
 import math
 import pathlib
 import re
+import statistics
 import time
 import warnings
 
@@ -820,17 +821,34 @@ def test_a_stored_calibration_gives_back_the_timings_it_was_fitted_to(cache, mon
 
 
 def test_a_fit_whose_picks_regret_no_more_is_stored():
-    """The rule itself: the shipped set is kept only when its geo-mean regret is lower by
-    more than 0.1%; a tie keeps the fit, whatever the worst cases."""
-    def summary(geo_mean, worst):
-        return {"cases": 10, "geo_mean": geo_mean, "worst": worst}
+    """The rule itself: the shipped set is kept only when its picks regret less than the
+    held-out fit's case by case, by more than 0.1% on the mean log ratio and by two
+    standard errors; a tie, or a difference a few cases make, keeps the fit."""
+    def better(shipped, held_out):
+        cases = [f"c{i}" for i in range(len(shipped))]
+        paired = run.paired_log_regret(dict(zip(cases, shipped)), dict(zip(cases, held_out)))
+        return run._shipped_picks_better(paired)
 
-    assert run._shipped_picks_better(summary(1.01, 1.2), summary(1.03, 1.2))
-    assert run._shipped_picks_better(summary(1.0300, 1.5), summary(1.0315, 1.1))
-    assert not run._shipped_picks_better(summary(1.0300, 1.1), summary(1.0305, 1.3))
-    assert not run._shipped_picks_better(summary(1.0300, 1.3), summary(1.0305, 1.1))
-    assert not run._shipped_picks_better(summary(1.03, 1.1), summary(1.01, 1.5))
-    assert not run._shipped_picks_better({"cases": 0}, summary(1.01, 1.5))
+    # shipped better on every case, steadily
+    assert better([1.00] * 20, [1.03] * 20)
+    assert better([1.00 + 0.001 * (i % 3) for i in range(20)], [1.02] * 20)
+    # the same geo-means apart, but one case makes all the difference: kept the fit
+    assert not better([1.0] * 19 + [1.0], [1.0] * 19 + [1.8])
+    # a tie, a difference within 0.1%, and a fit that picks better
+    assert not better([1.03] * 20, [1.03] * 20)
+    assert not better([1.0300] * 20, [1.0305] * 20)
+    assert not better([1.03] * 20, [1.01] * 20)
+    # nothing judged by both: the fit
+    assert not run._shipped_picks_better(run.paired_log_regret({"a": 1.0}, {"b": 1.5}))
+    assert not better([1.0], [1.5])  # one case has no spread to judge by
+
+
+def test_the_paired_regret_is_the_mean_log_ratio_with_its_standard_error():
+    paired = run.paired_log_regret({"a": 1.0, "b": 2.0, "c": 1.0}, {"a": 1.0, "b": 1.0})
+    assert paired["cases"] == 2
+    assert paired["mean"] == pytest.approx(math.log(2) / 2)
+    assert paired["standard_error"] == pytest.approx(
+        statistics.stdev([0.0, math.log(2)]) / math.sqrt(2))
 
 
 def test_calibrate_checks_its_arguments(cache):

@@ -149,13 +149,19 @@ def _calibrate(args) -> int:
               "calibrated_held_out": "the calibrated fit, each problem held out of it",
               "shipped": "the shipped constants"}
     for label, regret in provenance["regret"].items():
-        if regret.get("cases"):
+        if regret.get("cases") and "geo_mean" in regret:
             print(f"  regret with {labels.get(label, label)}: geo-mean "
                   f"{regret['geo_mean']:.3f}, worst {regret['worst']:.2f} over "
                   f"{regret['cases']} cases")
+    paired = provenance["regret"].get("shipped_over_held_out") or {}
+    if paired.get("cases") and paired.get("standard_error") is not None:
+        print(f"  shipped picks' regret over the held-out fit's, case by case: "
+              f"{math.exp(paired['mean']):.3f}x geo-mean (standard error "
+              f"{paired['standard_error']:.3f} in log) over {paired['cases']} cases")
     if provenance.get("kept_shipped_set"):
         print("  the shipped constants' picks regret less on these timings than the fit's "
-              "held out: the shipped set is kept for this machine")
+              "held out, case by case and beyond the spread between cases: the shipped set "
+              "is kept for this machine")
     load, spread = provenance["load_average"][0], provenance["spread"]
     if (load is not None and load > provenance["cores"]) or (spread or 1.0) > BUSY_SPREAD:
         print(f"  warning: the machine was busy (load average {load}, {provenance['cores']} "
