@@ -740,6 +740,7 @@ def test_calibrate_writes_a_file_that_selection_then_uses(cache, monkeypatch):
     assert provenance["wall_s"] <= CORE_BUDGET_SECONDS
     assert provenance["regret"]["calibrated"]["worst"] == pytest.approx(1.0)
     assert provenance["regret"]["calibrated_held_out"]["cases"] > 0
+    assert provenance["shipped_over_held_out"]["cases"] > 0
     assert provenance["plan_estimate_spreads"]
     assert all(case.endswith(run.ALONE) for case in provenance["plan_estimate_spreads"])
     # the fit sees the rotations' timings only; the plans' own blocks are kept apart
@@ -897,6 +898,7 @@ def test_the_command_line(cache, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert str(expected_path()) in out and "regret with the calibrated constants" in out
     assert "each problem held out" in out
+    assert "over the held-out fit's, case by case" in out
     assert "constants now in force: calibrated on this machine" in out
     monkeypatch.setattr(cli, "_seconds_since_start", lambda: 3.0)
     assert cli.main(["calibrate", "--budget", "7"]) == 2  # 4 s left: too short

@@ -149,11 +149,11 @@ def _calibrate(args) -> int:
               "calibrated_held_out": "the calibrated fit, each problem held out of it",
               "shipped": "the shipped constants"}
     for label, regret in provenance["regret"].items():
-        if regret.get("cases") and "geo_mean" in regret:
+        if regret.get("cases"):
             print(f"  regret with {labels.get(label, label)}: geo-mean "
                   f"{regret['geo_mean']:.3f}, worst {regret['worst']:.2f} over "
                   f"{regret['cases']} cases")
-    paired = provenance["regret"].get("shipped_over_held_out") or {}
+    paired = provenance.get("shipped_over_held_out") or {}
     if paired.get("cases") and paired.get("standard_error") is not None:
         print(f"  shipped picks' regret over the held-out fit's, case by case: "
               f"{math.exp(paired['mean']):.3f}x geo-mean (standard error "

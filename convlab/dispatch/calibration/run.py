@@ -524,9 +524,7 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     paired = paired_log_regret(by_shipped, held_out)
     regret = {"calibrated": fit.regret_summary(timings, fitted.constants, margins),
               "calibrated_held_out": fit.summary_of(held_out.values()),
-              "shipped": fit.summary_of(by_shipped.values()),
-              "shipped_over_held_out": {key: round(value, 5) if math.isfinite(value)
-                                        else None for key, value in paired.items()}}
+              "shipped": fit.summary_of(by_shipped.values())}
     constants = fitted.constants
     keeps_shipped = _shipped_picks_better(paired)
     if keeps_shipped:
@@ -569,6 +567,9 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
                                for name, by_threads in fitted.unpinned.items()
                                if by_threads[str(n_threads)]},
             "regret": regret,
+            # JSON has no infinity: a standard error without a spread to judge by is None
+            "shipped_over_held_out": {key: round(value, 5) if math.isfinite(value) else None
+                                      for key, value in paired.items()},
             "kept_shipped_set": keeps_shipped,
             "plan_estimate_spreads": spreads,
         },
