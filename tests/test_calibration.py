@@ -9,6 +9,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import pathlib
 import re
 import statistics
@@ -213,9 +214,10 @@ def test_one_file_per_key():
     key = store.current_key(2)
     names = {store.file_name(key)}
     for field, other in (("cpu_model", key["cpu_model"] + " v2"), ("isa", "other"),
-                         ("threads", 3), ("convlab_version", "0.0.1")):
+                         ("threads", 3), ("convlab_version", "0.0.1"),
+                         ("gemm", key["gemm"] + " OPENBLAS_CORETYPE=Haswell")):
         names.add(store.file_name({**key, field: other}))
-    assert len(names) == 5
+    assert len(names) == 6
     odd = {**key, "cpu_model": "../../etc/passwd \x00 *?[", "convlab_version": "1/2"}
     assert "/" not in store.file_name(odd) and "\x00" not in store.file_name(odd)
 
@@ -294,6 +296,7 @@ def test_the_calibrated_measure_margin_covers_the_plans_and_the_shipped_margin()
     ("cpu_model", "Some Other CPU (cpu family 1)", "foreign"),
     ("isa", "an-other-level", "foreign"),
     ("threads", THREADS + 1, "foreign"),
+    ("gemm", "scipy-openblas32 OPENBLAS_CORETYPE=Prescott", "foreign"),
 ])
 def test_a_file_made_for_another_key_is_ignored_with_a_warning(cache, field, other, kind):
     stored = valid_set()
@@ -310,11 +313,12 @@ def test_an_upgrade_of_convlab_makes_the_calibration_stale(cache, monkeypatch):
     assert_ignored(path, "is stale: calibrated for convlab_version .*, this is '999.0'")
 
 
-@pytest.mark.parametrize("change", ["cpu_model", "isa", "threads"])
+@pytest.mark.parametrize("change", ["cpu_model", "isa", "threads", "gemm"])
 def test_another_machine_level_or_thread_count_never_uses_the_calibration(cache, monkeypatch,
                                                                          change):
-    """Files are found by key: a calibration made for another CPU model, ISA level or
-    thread count is not read at all (a shared cache directory holds each machine's own)."""
+    """Files are found by key: a calibration made for another CPU model, ISA level, thread
+    count or choice of GEMM kernels is not read at all (a shared cache directory holds each
+    machine's own)."""
     write(expected_path(), valid_set(scale={"direct": 0.5}))
     threads = THREADS
     if change == "cpu_model":
@@ -322,6 +326,9 @@ def test_another_machine_level_or_thread_count_never_uses_the_calibration(cache,
     elif change == "isa":
         other = next(level for level in ISA_LEVELS if level != cpu.effective_isa())
         monkeypatch.setattr(cpu, "effective_isa", lambda: other)
+    elif change == "gemm":  # OpenBLAS told to run kernels other than the CPU's own
+        other = "Haswell" if os.environ.get("OPENBLAS_CORETYPE") == "Prescott" else "Prescott"
+        monkeypatch.setenv("OPENBLAS_CORETYPE", other)
     else:
         threads = THREADS + 1
     cost_model.reload()
@@ -347,8 +354,10 @@ CORRUPT = {
     "empty": (b"", "not valid JSON"),
     "truncated": (b'{"format": 1, "key": {', "not valid JSON"),
     "a list": (b"[1, 2, 3]", "JSON list"),
-    "no key": (b'{"format": 1}', "no 'key'"),
-    "another format": (_edited(lambda s: s.update(format=2)), "file format"),
+    "no key": (json.dumps({"format": store.FORMAT}).encode(), "no 'key'"),
+    "another format": (_edited(lambda s: s.update(format=store.FORMAT + 1)), "file format"),
+    "the format before GEMM kernels were keyed": (_edited(lambda s: s.update(format=1)),
+                                                  "file format"),
     "format true": (_edited(lambda s: s.update(format=True)), "file format"),
     "NaN constant": (_edited(lambda s: _first_constants(s).update(call=float("nan"))),
                      "not valid JSON"),

@@ -614,3 +614,20 @@ def test_unknown_blas_choice_is_rejected(monkeypatch):
     assert im2col.gemm_library == before  # the library in use is still named
     with pytest.raises(ValueError, match="both addresses"):
         _im2col.use_gemm(1, 0)
+
+
+def test_kernel_source_names_the_library_and_the_variables_that_pick_its_kernels(monkeypatch):
+    """What a calibration's key says of im2col's GEMMs: the library a first call loads and
+    any OpenBLAS variable that overrides the CPU's choice of kernels."""
+    for name in blas.KERNEL_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(blas.ENVIRONMENT, raising=False)
+    default = blas.kernel_source()
+    assert default == ("scipy-openblas32" if blas.load_openblas() is not None else "scipy")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
+    assert blas.kernel_source() == f"{default} OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512"
+    monkeypatch.setenv(blas.ENVIRONMENT, "scipy")
+    assert blas.kernel_source().startswith("scipy OPENBLAS_CORETYPE=Haswell")
+    monkeypatch.setenv(blas.ENVIRONMENT, "mkl")  # not a choice: named, not raised
+    assert blas.kernel_source().startswith("CONVLAB_BLAS=mkl ")

@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Time every algorithm on a designed set of problems and fit the cost "
                     "constants that 'auto' chooses by; they are stored in the user's cache "
                     "directory ($CONVLAB_CACHE_DIR overrides it) for this CPU, ISA level, "
-                    "thread count and convlab version, and used from then on.")
+                    "thread count, BLAS kernels and convlab version, and used from then on.")
     calibrate.add_argument("--budget", type=_seconds, default=60.0,
                            help="wall-time budget in seconds, start-up included (default: 60)")
     calibrate.add_argument("--threads", type=_thread_count, default=None,

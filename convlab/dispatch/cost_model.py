@@ -12,8 +12,8 @@ The constants in force for a thread count are, in order:
 
 1. a calibration of this machine (:func:`convlab.calibrate`, ``python -m convlab
    calibrate``) stored in the user's cache directory under this CPU model, effective ISA
-   level, thread count and convlab version; a file that is corrupt, foreign or stale is
-   ignored with a ``RuntimeWarning`` that names it and says why;
+   level, thread count, GEMM kernels' source and convlab version; a file that is corrupt,
+   foreign or stale is ignored with a ``RuntimeWarning`` that names it and says why;
 2. else the set shipped for the effective ISA level
    (``convlab/dispatch/cost_constants/<level>.json``, each fitted by
    ``bench/fit_cost_model.py`` on the CPU it names).
@@ -193,6 +193,7 @@ def describe_constants(threads: int | None = None) -> str:
                 "timings)" if provenance.get("kept_shipped_set") else "")
         return (f"calibrated on this machine on {provenance.get('date', '?')} for "
                 f"{key.get('cpu_model', '?')}, {chosen.isa}, {chosen.threads} threads, "
+                f"im2col GEMM {key.get('gemm', '?')}, "
                 f"convlab {key.get('convlab_version', '?')} (budget "
                 f"{provenance.get('budget_s', '?')} s){kept}: {chosen.path}")
     command = str(source.get("command", "?"))

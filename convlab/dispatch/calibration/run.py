@@ -492,8 +492,9 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
     "auto" finds them from then on.
 
     The file goes to the user's cache directory (``$CONVLAB_CACHE_DIR`` overrides it),
-    keyed by CPU model, effective ISA level, thread count and convlab version; other
-    thread counts keep the shipped constants. ``progress``: draw a bar on stderr (default:
+    keyed by CPU model, effective ISA level, thread count, what chooses im2col's GEMM
+    kernels (the library and any OpenBLAS variables set) and convlab version; other thread
+    counts keep the shipped constants. ``progress``: draw a bar on stderr (default:
     when stderr is a terminal). Returns the :class:`Calibration` written.
     """
     started = time.perf_counter()

@@ -8,8 +8,9 @@ Two kinds of sets, both shaped like ``{"source": {...}, "constants": {algorithm:
   and command of the run that fitted it;
 * *calibrated* sets, written by :func:`convlab.calibrate` to the user's cache directory
   (``platformdirs.user_cache_dir("convlab")``, or ``$CONVLAB_CACHE_DIR``), one file per
-  *key*: CPU model, effective ISA level, thread count and convlab version. The file holds
-  that key and the provenance of the run besides the set.
+  *key*: CPU model, effective ISA level, thread count, what chooses im2col's GEMM kernels
+  (:func:`convlab.runtime.blas.kernel_source`) and convlab version. The file holds that key
+  and the provenance of the run besides the set.
 
 :func:`load_calibration` reads a calibrated file and accepts it only when its key is the
 expected one and every constant is a finite, non-negative number for exactly the terms the
@@ -33,10 +34,11 @@ from importlib import resources
 from convlab.runtime.cpu import ISA_LEVELS
 
 # Bumped when the layout of a calibration file changes; files of another format are stale.
-FORMAT = 1
+# Format 2 added the GEMM kernels' source to the key.
+FORMAT = 2
 CACHE_DIR_ENV = "CONVLAB_CACHE_DIR"
 SHIPPED_DIR = "cost_constants"
-KEY_FIELDS = ("cpu_model", "isa", "threads", "convlab_version")
+KEY_FIELDS = ("cpu_model", "isa", "threads", "gemm", "convlab_version")
 # A calibration file is a few kilobytes; anything much larger is not one, and is not read
 # into memory whole.
 MAX_FILE_BYTES = 1 << 20
@@ -53,10 +55,10 @@ class InvalidCalibration(ValueError):
 def current_key(threads: int) -> dict[str, object]:
     """The key a calibration for ``threads`` threads on this machine is stored under."""
     from convlab._version import VERSION
-    from convlab.runtime import cpu
+    from convlab.runtime import blas, cpu
 
     return {"cpu_model": cpu.cpu_model(), "isa": cpu.effective_isa(), "threads": int(threads),
-            "convlab_version": VERSION}
+            "gemm": blas.kernel_source(), "convlab_version": VERSION}
 
 
 def cache_dir() -> pathlib.Path:
@@ -71,17 +73,21 @@ def cache_dir() -> pathlib.Path:
 
 
 def _slot(key: Mapping[str, object]) -> str:
-    """The file name without the version: one CPU model, level and thread count."""
+    """The file name without the version: one CPU model, GEMM kernels' source, level and
+    thread count."""
     model = str(key["cpu_model"])
     slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:48].strip("-") or "cpu"
-    # the slug drops characters and length; the digest keeps two models apart anyway
-    digest = hashlib.sha256(model.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    # the slug drops characters and length, and leaves the GEMM kernels' source out; the
+    # digest keeps two models, or two sources on one model, apart anyway
+    identity = model if key.get("gemm") is None else f"{model}\n{key['gemm']}"
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     isa = re.sub(r"[^a-z0-9]+", "-", str(key["isa"]).lower())
     return f"{slug}-{digest}-{isa}-{int(key['threads'])}t"
 
 
 def file_name(key: Mapping[str, object]) -> str:
-    """``<cpu model>-<digest>-<isa>-<threads>t-v<version>.json``: one file per key."""
+    """``<cpu model>-<digest>-<isa>-<threads>t-v<version>.json``: one file per key (the
+    digest is of the CPU model and the GEMM kernels' source)."""
     version = re.sub(r"[^A-Za-z0-9.+-]+", "_", str(key["convlab_version"]))
     return f"{_slot(key)}-v{version}.json"
 
@@ -156,8 +162,8 @@ def load_calibration(path, expected_key: Mapping[str, object],
                      terms: Mapping[str, Iterable[str]] | None = None) -> dict:
     """The calibrated set stored at ``path``, checked: raises :class:`InvalidCalibration`
     (and nothing else) when it cannot be read, is not a calibration file, was made for
-    another key (CPU model, ISA level, thread count: foreign; convlab version or file
-    format: stale) or holds constants selection cannot use (missing or extra terms or
+    another key (CPU model, ISA level, thread count, GEMM kernels: foreign; convlab version
+    or file format: stale) or holds constants selection cannot use (missing or extra terms or
     algorithms, values that are not finite non-negative numbers, margins outside [0, 1)).
 
     ``terms``: the term names each algorithm must have (default: those of the shipped set
