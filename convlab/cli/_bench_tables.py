@@ -95,8 +95,7 @@ def _gemm_library_text() -> str:
 def _openblas_environment_text() -> str:
     """The OpenBLAS variables set in the environment, which choose its kernels and their
     blocking in place of the CPU's own (some machines set them for old OpenBLAS builds)."""
-    settings = [f"{name}={os.environ[name]}" for name in blas.KERNEL_ENVIRONMENT
-                if os.environ.get(name)]
+    settings = blas.kernel_settings()
     return f"; set in the environment: {', '.join(settings)}" if settings else ""
 
 

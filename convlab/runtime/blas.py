@@ -62,27 +62,27 @@ CORE_ENVIRONMENT = "OPENBLAS_CORETYPE"
 KERNEL_ENVIRONMENT = (CORE_ENVIRONMENT, "OPENBLAS_L2_SIZE")
 
 
+def kernel_settings() -> list[str]:
+    """``NAME=value`` for each of :data:`KERNEL_ENVIRONMENT` set in the environment. SciPy's
+    own BLAS is an OpenBLAS too and reads the same variables."""
+    return [f"{name}={os.environ[name]}" for name in KERNEL_ENVIRONMENT if os.environ.get(name)]
+
+
 def kernel_source() -> str:
     """What chooses im2col's GEMM kernels in this process, read without loading a library:
-    the library a first im2col call loads, followed by those of
-    :data:`KERNEL_ENVIRONMENT` that are set. Where none is set, OpenBLAS chooses by the
-    CPU and the level in force, which a calibration's key names already.
+    the library a first im2col call loads, followed by :func:`kernel_settings`. Where none
+    is set, OpenBLAS chooses by the CPU and the level in force, which a calibration's key
+    names already.
 
     Timings of im2col describe these kernels: with ``OPENBLAS_CORETYPE=Haswell`` on an
     AVX-512 EPYC, ResNet-50's im2col took 46.0 ms against 27.4 ms without
     (bench/results/resnet_50_2026-12-02_epyc-zen5-avx512-openblas-haswell-env.txt)."""
     try:
-        choice = requested()
-    except ValueError:  # an install reports it; a key names it as it stands
-        choice = os.environ.get(ENVIRONMENT, "").strip().lower()
-    if choice not in CHOICES:
-        library = f"{ENVIRONMENT}={choice}"
-    else:
-        library = CHOICES[0] if choice == CHOICES[0] and _library_file() is not None else "scipy"
-    # SciPy's own BLAS is an OpenBLAS too and reads the same variables
-    settings = [f"{name}={os.environ[name]}" for name in KERNEL_ENVIRONMENT
-                if os.environ.get(name)]
-    return " ".join([library, *settings])
+        library = (CHOICES[0] if requested() == CHOICES[0] and _library_file() is not None
+                   else "scipy")
+    except ValueError:  # an unknown choice: the first im2col call reports it, a key names it
+        library = f"{ENVIRONMENT}={os.environ.get(ENVIRONMENT, '').strip().lower()}"
+    return " ".join([library, *kernel_settings()])
 
 
 def _capped_core() -> str | None:

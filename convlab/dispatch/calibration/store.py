@@ -79,7 +79,7 @@ def _slot(key: Mapping[str, object]) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:48].strip("-") or "cpu"
     # the slug drops characters and length, and leaves the GEMM kernels' source out; the
     # digest keeps two models, or two sources on one model, apart anyway
-    identity = model if key.get("gemm") is None else f"{model}\n{key['gemm']}"
+    identity = f"{model}\n{key['gemm']}"
     digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     isa = re.sub(r"[^a-z0-9]+", "-", str(key["isa"]).lower())
     return f"{slug}-{digest}-{isa}-{int(key['threads'])}t"
