@@ -47,7 +47,8 @@ from convlab.runtime import cpu
 # one-shot and 12 us as a plan, im2col 16 and 12 us (Intel Xeon, AVX-512; the design's
 # tiny problems are timed both ways, so the fit tells the two apart).
 PREPARATION_TERMS = ("weight_pack_bytes", "weight_gather_bytes", "weight_transform_flops",
-                     "weight_transform_flops_3d", "lane_weight_transform_flops", "oneshot_call")
+                     "fused_weight_transform_flops", "weight_transform_flops_3d",
+                     "lane_weight_transform_flops", "oneshot_call")
 # Every priced algorithm's fixed costs: per call, and per one-shot call on top.
 FIXED_TERMS = {"call": 1.0, "oneshot_call": 1.0}
 

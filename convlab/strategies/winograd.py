@@ -729,8 +729,14 @@ def cost_terms(m: int, problem, threads) -> tuple:
     u_bytes = (positions(m, problem.rank) * problem.in_channels_per_group
                * problem.out_channels * problem.dtype.itemsize)
     # A fused run (fused_weights) computes U's slices again for every block of tiles, from
-    # the filter packed once per call, rather than U once into memory.
-    w_passes = blocks if fused_weights(m, problem, b) else 1
+    # the filter packed once per call and kept in cache, rather than U once into memory:
+    # its own term, since the two cost differently per multiply-add. Priced by one
+    # constant, the fit came out between them, and one-shot F(4) was estimated 1.3x its
+    # time on fused 14x14 layers (auto ran F(2), 1.1-1.2x slower, on GoogLeNet-v2's
+    # inception_4* and VGG-19 conv5_1) while unfused runs (256 x 250 channels) took 2.4x
+    # their estimate (bench/results/winograd_fused_weight_term_2026-12-02.txt).
+    fused = fused_weights(m, problem, b)
+    w_passes = blocks if fused else 1
     # 1-D and 3-D runs take other transform code than 2-D (no register-tiled 2-D
     # transform), and 1-D its own GEMM shapes: their extra cost per unit is fitted on its
     # own, zero where no run says otherwise. A 3-D run's GEMMs are the 2-D kernel's and
@@ -739,7 +745,8 @@ def cost_terms(m: int, problem, threads) -> tuple:
     other_rank = {1: "_1d", 3: "_3d"}.get(problem.rank)
     terms = {**cost_model.FIXED_TERMS, "gemm_flops": g_flops / threads,
              "transform_flops": t_flops / threads,
-             "weight_transform_flops": w_flops * w_passes / threads,
+             "weight_transform_flops": 0.0 if fused else w_flops / threads,
+             "fused_weight_transform_flops": w_flops * w_passes / threads if fused else 0.0,
              "tiles": total_tiles(m, problem) * problem.groups / threads,
              "u_stream_bytes": u_bytes * blocks / threads,
              # GEMMs of few rows (tiles per block) run below the microkernel's full rate
