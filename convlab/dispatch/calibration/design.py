@@ -91,6 +91,11 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "im2col packed_weight_bytes where the weights (295 KB) stay in cache "
                   "and one GEMM is all the work; direct's call against it (GoogLeNet's "
                   "loss heads: 16 pixels, 576 channels)", EXTRA),
+    DesignProblem("pointwise_2_wide", "mb1ic1024ih2oc128oh2kh1ph0",
+                  "im2col gemm_flops on 4 rows and packed_weight_bytes of 512 KB of weights "
+                  "in cache, against direct's call (GoogLeNet-v2's loss2/conv, where im2col "
+                  "ran 20 us and direct 31 us on an AMD EPYC family 25 model 17 at avx512, "
+                  "and the fits with pointwise_4_deep alone ran direct)", EXTRA),
     DesignProblem("strided_1x1", "g1mb1ic256ih56iw56oc128oh28ow28kh1kw1sh2sw2ph0pw0",
                   "im2col gather_gemm_flops; direct src_bytes (3/4 of src unread)"),
     DesignProblem("few_in_channels_1x1", "mb1ic4ih56oc256oh56kh1ph0",
