@@ -508,7 +508,20 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int,
                                                 fused_panels(m, problem, level), nr,
                                                 itemsize) * itemsize
         shared_row = per_row * problem.groups
-        block = _even(tiles, min(tiles, rows_within(budget - buffers, shared_row)))
+        bound = budget - buffers
+        if problem.groups == 1:
+            # A shared block's V and M stay within the threads' halves of L2, or within
+            # U's size where U is larger (U is then read again per block at most as much
+            # as V and M are written). Bounded by the workspace alone, a block took 1046
+            # tiles (12.5 MB) on VGG-19 conv2_1's F(2) on a core of 1 MiB of L2: one-shot
+            # time capped / uncapped on the 21 ResNet-50, VGG-19 and GoogLeNet-v2 layer
+            # and tile pairs it changes, 0.56-1.00 (geo-mean 0.77), and 3-D U-Net conv_5's
+            # F(2) 0.72 (bench/results/winograd_shared_block_cap_2026-12-02_epyc-zen4.txt).
+            # Grouped runs keep the workspace bound: MobileNet's depthwise F(2) (U a few
+            # kB) ran 1.1-1.8x slower capped.
+            cached = max(threads * BLOCK_BYTES_PER_THREAD, p * icg * ocg * itemsize)
+            bound = min(bound, cached + padding)
+        block = _even(tiles, min(tiles, rows_within(bound, shared_row)))
         used = max(1, min(threads, (budget - capacity(block) * shared_row
                                     - padding * problem.groups) // buffers))
         return Blocking(block, cc, used, True)
