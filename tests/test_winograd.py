@@ -652,3 +652,54 @@ def test_cost_estimate_counts_the_gemm_work(algorithm):
     assert 0 < estimate.seconds < float("inf")
     assert estimate.inputs["float32_relative_error"] == max(
         winograd.MEASURED_RELATIVE_ERROR[algorithm].values())
+
+
+@pytest.mark.parametrize("algorithm", VARIANTS)
+def test_shared_blocks_stay_within_the_caches_or_u(monkeypatch, request, algorithm):
+    """An ungrouped run's shared blocks hold no more V and M than the threads' halves of
+    L2, or than U where U is larger; grouped runs are bounded by the workspace alone. The
+    L2 share is fixed here, so that the blocking does not depend on this machine's caches."""
+    monkeypatch.setattr(winograd, "BLOCK_BYTES_PER_THREAD", 256 * 2**10)
+    winograd._blocking.cache_clear()
+    request.addfinalizer(winograd._blocking.cache_clear)
+    m, threads = TILE[algorithm], 2
+    positions = winograd.positions(m, 2)
+    shared = 0
+    for ic, oc in ((64, 128), (256, 256)):
+        problem = convlab.make_problem((1, 112, 112, ic), np.float32, (3, 3, ic, oc),
+                                       np.float32, pads_begin=1, pads_end=1)
+        b = winograd.blocking(m, problem, threads)
+        if not b.shared:  # F(4) and F(6) keep per-thread blocks on 64 x 128 channels
+            continue
+        shared += 1
+        u_bytes = positions * ic * oc * 4
+        bound = max(threads * winograd.BLOCK_BYTES_PER_THREAD, u_bytes) + positions * 4 * 64
+        assert b.block * positions * (ic + oc) * 4 <= bound
+        assert b.block < winograd.total_tiles(m, problem)
+    assert shared
+    if m == 2:  # F(2) shares blocks whatever its U slices' size, so grouped runs too
+        grouped = convlab.make_problem((1, 112, 112, 128), np.float32, (3, 3, 64, 128),
+                                       np.float32, pads_begin=1, pads_end=1, groups=2)
+        b = winograd.blocking(m, grouped, threads)
+        assert b.shared
+        assert (b.block * positions * (64 + 64) * 4 * 2
+                > threads * winograd.BLOCK_BYTES_PER_THREAD + positions * 4 * 64)
+
+
+@pytest.mark.parametrize("oc", [256, 250])
+@pytest.mark.parametrize("algorithm", VARIANTS)
+def test_fused_and_unfused_weight_transforms_are_priced_apart(algorithm, oc):
+    """A one-shot run counts its weight transform under the term of the path it takes;
+    both are weight preparation, which a plan's estimate leaves out."""
+    m = TILE[algorithm]
+    problem = convlab.make_problem((1, 14, 14, 256), np.float32, (3, 3, 256, oc), np.float32,
+                                   pads_begin=1, pads_end=1)
+    terms, _ = winograd.cost_terms(m, problem, 2)
+    fused = winograd.fused_weights(m, problem, winograd.blocking(m, problem, 2))
+    if oc % 16:
+        assert not fused  # the fused path needs whole vectors of output channels
+    assert (terms["fused_weight_transform_flops"] > 0) == fused
+    assert (terms["weight_transform_flops"] > 0) == (not fused)
+    from convlab.dispatch import cost_model
+    assert {"weight_transform_flops", "fused_weight_transform_flops"} <= set(
+        cost_model.PREPARATION_TERMS)

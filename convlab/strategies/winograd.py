@@ -465,9 +465,10 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int,
     Per-thread blocks are as large as the cache target allows and small enough to make
     ``PARALLEL_CHUNKS`` blocks when there are tiles for it. When that leaves fewer than
     ``SHARED_MIN_ROWS`` rows per GEMM while a U slice is large or the image is small
-    (``SHARED_MAX_TILES_2D``), the threads share blocks
-    as large as the workspace bound holds instead (without ``share_small_images``, the
-    small image alone does not make them share). Threads that the blocks or the bound
+    (``SHARED_MAX_TILES_2D``), the threads share blocks instead, as large as the workspace
+    bound holds and, for ungrouped problems, the threads' shares of L2 or U's size, whichever
+    is larger (without ``share_small_images``, the small image alone does not make them
+    share). Threads that the blocks or the bound
     cannot keep busy are not started. A block's rows are padded to whole GEMM micro-tiles
     and M's channels to whole panels; the bound counts the padding.
     """
@@ -514,11 +515,11 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int,
             # U's size where U is larger (U is then read again per block at most as much
             # as V and M are written). Bounded by the workspace alone, a block took 1046
             # tiles (12.5 MB) on VGG-19 conv2_1's F(2) on a core of 1 MiB of L2: one-shot
-            # time capped / uncapped on the 21 ResNet-50, VGG-19 and GoogLeNet-v2 layer
+            # time bounded / unbounded on the 21 ResNet-50, VGG-19 and GoogLeNet-v2 layer
             # and tile pairs it changes, 0.56-1.00 (geo-mean 0.77), and 3-D U-Net conv_5's
             # F(2) 0.72 (bench/results/winograd_shared_block_cap_2026-12-02_epyc-zen4.txt).
             # Grouped runs keep the workspace bound: MobileNet's depthwise F(2) (U a few
-            # kB) ran 1.1-1.8x slower capped.
+            # kB) ran 1.1-1.8x slower bounded.
             cached = max(threads * BLOCK_BYTES_PER_THREAD, p * icg * ocg * itemsize)
             bound = min(bound, cached + padding)
         block = _even(tiles, min(tiles, rows_within(bound, shared_row)))
