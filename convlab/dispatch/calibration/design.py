@@ -175,6 +175,11 @@ DESIGN: tuple[DesignProblem, ...] = (
                   "3x3 stride 2 (no Winograd)", EXTRA),
     DesignProblem("dilated_3x3", "mb1ic64ih28oc64oh28kh3ph2dh1",
                   "3x3 dilation 2 (no Winograd)", EXTRA),
+    DesignProblem("dilated_3x3_7", "mb1ic64ih11oc128oh7kh3ph1dh2",
+                  "3x3 dilation 3 on 49 output pixels (the dilated suite's dilated_conv:21): "
+                  "im2col's GEMM of few rows on an unfolded panel against direct, where "
+                  "pointwise_2_wide alone priced im2col below direct and auto ran it 1.5x "
+                  "slower", EXTRA),
     DesignProblem("dense_5x5", "mb1ic32ih28oc64oh28kh5ph2",
                   "5x5 (no Winograd)", EXTRA),
     DesignProblem("rgb_3x3_112", "mb1ic3ih112oc64oh112kh3ph1",
