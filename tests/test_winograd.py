@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import convlab
-from convlab.dispatch import select
+from convlab.dispatch import cost_model, select
 from convlab.problem import params
 from convlab.runtime import _buffers as buffers
 from convlab.strategies import winograd, winograd_transforms as wt
@@ -700,6 +700,5 @@ def test_fused_and_unfused_weight_transforms_are_priced_apart(algorithm, oc):
         assert not fused  # the fused path needs whole vectors of output channels
     assert (terms["fused_weight_transform_flops"] > 0) == fused
     assert (terms["weight_transform_flops"] > 0) == (not fused)
-    from convlab.dispatch import cost_model
     assert {"weight_transform_flops", "fused_weight_transform_flops"} <= set(
         cost_model.PREPARATION_TERMS)

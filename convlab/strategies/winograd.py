@@ -502,7 +502,8 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int,
                  else SHARED_MIN_SLICE_BYTES)
     small_image = (share_small_images and problem.rank == 2 and problem.groups == 1
                    and MIN_BLOCK_TILES < tiles <= SHARED_MAX_TILES_2D)
-    if block < SHARED_MIN_ROWS and (small_image or icg * ocg * itemsize >= min_slice):
+    slice_bytes = icg * ocg * itemsize  # one position of one group's U
+    if block < SHARED_MIN_ROWS and (small_image or slice_bytes >= min_slice):
         if _fusable(m, problem):
             # the U slices a fused run keeps per thread
             buffers += _winograd.fused_elements(icg, ocg, m + wt.KERNEL - 1,
@@ -520,7 +521,7 @@ def _blocking(m: int, problem, threads: int, budget: int, level: int,
             # F(2) 0.72 (bench/results/winograd_shared_block_cap_2026-12-02_epyc-zen4.txt).
             # Grouped runs keep the workspace bound: MobileNet's depthwise F(2) (U a few
             # kB) ran 1.1-1.8x slower bounded.
-            cached = max(threads * BLOCK_BYTES_PER_THREAD, p * icg * ocg * itemsize)
+            cached = max(threads * BLOCK_BYTES_PER_THREAD, p * slice_bytes)
             bound = min(bound, cached + padding)
         block = _even(tiles, min(tiles, rows_within(bound, shared_row)))
         used = max(1, min(threads, (budget - capacity(block) * shared_row
@@ -750,7 +751,6 @@ def cost_terms(m: int, problem, threads) -> tuple:
     # inception_4* and VGG-19 conv5_1) while unfused runs (256 x 250 channels) took 2.4x
     # their estimate (bench/results/winograd_fused_weight_term_2026-12-02.txt).
     fused = fused_weights(m, problem, b)
-    w_passes = blocks if fused else 1
     # 1-D and 3-D runs take other transform code than 2-D (no register-tiled 2-D
     # transform), and 1-D its own GEMM shapes: their extra cost per unit is fitted on its
     # own, zero where no run says otherwise. A 3-D run's GEMMs are the 2-D kernel's and
@@ -760,7 +760,7 @@ def cost_terms(m: int, problem, threads) -> tuple:
     terms = {**cost_model.FIXED_TERMS, "gemm_flops": g_flops / threads,
              "transform_flops": t_flops / threads,
              "weight_transform_flops": 0.0 if fused else w_flops / threads,
-             "fused_weight_transform_flops": w_flops * w_passes / threads if fused else 0.0,
+             "fused_weight_transform_flops": w_flops * blocks / threads if fused else 0.0,
              "tiles": total_tiles(m, problem) * problem.groups / threads,
              "u_stream_bytes": u_bytes * blocks / threads,
              # GEMMs of few rows (tiles per block) run below the microkernel's full rate
