@@ -916,6 +916,44 @@ def test_the_command_line(cache, monkeypatch, capsys):
         cli.main(["calibrate", "--budget", "soon"])
 
 
+def _design_timings(samples_per_contender):
+    contenders = [run.Contender("p", "direct", "oneshot", lambda: None, {}, True, 1.0,
+                                list(samples)) for samples in samples_per_contender]
+    return run.DesignTimings(THREADS, contenders, 5, ["p"], [])
+
+
+def test_round_slowdowns_tell_a_slowed_round_from_jittery_blocks():
+    # every contender has one block 1.8x slow, each in another round: the jitter of one
+    # block is not load, though every contender's rounds lie 1.8x apart
+    jittery = [[1.8 if r == c % 5 else 1.0 for r in range(5)] for c in range(40)]
+    timed = _design_timings(jittery)
+    assert timed.spread() == pytest.approx(1.8)
+    assert timed.round_slowdowns() == [1.0] * 5
+    # load across round 2: the whole round is slow
+    loaded = _design_timings([[x * (1.5 if r == 2 else 1.0) for r, x in enumerate(samples)]
+                              for samples in jittery])
+    slowdowns = loaded.round_slowdowns()
+    assert slowdowns[2] == pytest.approx(1.5) and max(slowdowns[:2] + slowdowns[3:]) == 1.0
+    # a round the deadline cut short counts the contenders it timed; one sample: no median
+    short = _design_timings([[1.0, 2.0, 1.0], [1.0, 1.0], [3.0]])
+    assert short.round_slowdowns() == [1.0, 1.5, 1.0]
+
+
+@pytest.mark.parametrize("slow_round", [None, 1])
+def test_the_command_line_warns_of_a_round_that_load_slowed(cache, monkeypatch, capsys,
+                                                            slow_round):
+    fake_timing(monkeypatch)
+    timed = run.time_block
+    monkeypatch.setattr(run, "time_block", lambda contenders, seed: [
+        x * (1.5 if seed // 1000 == slow_round else 1.0) for x in timed(contenders, seed)])
+    monkeypatch.setattr(run, "_load_average", lambda: 0.0)
+    monkeypatch.setattr(cli, "_seconds_since_start", lambda: 0.0)
+    assert cli.main(["calibrate", "--budget", "5", "--threads", str(THREADS)]) == 0
+    out = capsys.readouterr().out
+    assert "each round's time over the contenders' medians" in out
+    assert ("warning: the machine was busy" in out) == (slow_round is not None)
+
+
 def test_the_progress_bar_draws_on_a_terminal_only():
     stream = io.StringIO()
     bar = run.Progress(10.0, enabled=True, stream=stream)

@@ -41,9 +41,9 @@ def _thread_count(text: str) -> int:
     return value
 
 
-# Rounds of one contender differing by more than this (median over contenders) mean the
-# calibration timed a busy machine.
-BUSY_SPREAD = 1.5
+# Rounds whose median slowdowns (run.DesignTimings.round_slowdowns) lie further apart
+# than this mean load came and went while the calibration timed.
+BUSY_ROUND_SPREAD = 1.2
 
 
 def _seconds(text: str) -> float:
@@ -162,11 +162,14 @@ def _calibrate(args) -> int:
         print("  the shipped constants' picks regret less on these timings than the fit's "
               "held out, case by case and beyond the spread between cases: the shipped set "
               "is kept for this machine")
-    load, spread = provenance["load_average"][0], provenance["spread"]
-    if (load is not None and load > provenance["cores"]) or (spread or 1.0) > BUSY_SPREAD:
+    load, slowdowns = provenance["load_average"][0], provenance["round_slowdowns"]
+    rounds_apart = max(slowdowns) / min(slowdowns) if len(slowdowns) > 1 else 1.0
+    print(f"  each round's time over the contenders' medians (median over contenders): "
+          f"{', '.join(f'{x:.2f}' for x in slowdowns)}")
+    if (load is not None and load > provenance["cores"]) or rounds_apart > BUSY_ROUND_SPREAD:
         print(f"  warning: the machine was busy (load average {load}, {provenance['cores']} "
-              f"cores; a contender's rounds differed by {spread}x at the median): the "
-              f"constants fit that load; run it again when the machine is quiet")
+              f"cores; rounds {rounds_apart:.2f}x apart): the constants fit that load; run "
+              f"it again when the machine is quiet")
     if provenance["skipped_problems"]:
         print(f"  left out for the budget: {', '.join(provenance['skipped_problems'])}")
     print(f"constants now in force: {cost_model.describe_constants(result.key['threads'])}")

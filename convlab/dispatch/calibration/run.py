@@ -406,10 +406,28 @@ class DesignTimings:
 
     def spread(self) -> float | None:
         """The median, over contenders timed in several rounds, of their slowest round's
-        median over their fastest's: near 1 on a quiet machine, well above on a busy one."""
+        median over their fastest's: how far apart one contender's blocks ran. It grows
+        with the number of rounds and with the jitter of short blocks, which a quiet
+        machine has too; :meth:`round_slowdowns` is what tells a busy machine."""
         ratios = [max(c.samples) / min(c.samples) for c in self.contenders
                   if len(c.samples) > 1 and min(c.samples) > 0]
         return round(statistics.median(ratios), 3) if ratios else None
+
+    def round_slowdowns(self) -> list[float]:
+        """Per round, the median over the contenders timed in it (and in another round)
+        of their time in that round over their own median. A block's jitter falls on
+        some contenders of a round and not on others, so the median stays near 1 in
+        every round; load that lasts across a round's blocks moves the whole round."""
+        ratios: list[list[float]] = []
+        for c in self.contenders:
+            middle = statistics.median(c.samples) if len(c.samples) > 1 else 0.0
+            if middle <= 0:
+                continue
+            for index, seconds in enumerate(c.samples):
+                if index == len(ratios):
+                    ratios.append([])
+                ratios[index].append(seconds / middle)
+        return [round(statistics.median(values), 3) for values in ratios]
 
     def timings(self, alone: bool = False):
         """The measurements as :class:`convlab.dispatch.calibration.fit.Timing` rows (each case its
@@ -559,6 +577,7 @@ def calibrate(budget_s: float = 60.0, threads: int | None = None, *,
             "skipped_problems": measured.skipped, "timings": len(timings),
             "load_average": [load_before, load_after], "cores": available_cores(),
             "spread": measured.spread(),
+            "round_slowdowns": measured.round_slowdowns(),
             "medians": [[c.problem, c.mode, c.algorithm,
                          float(f"{statistics.median(c.samples):.4g}"), len(c.samples)]
                         for c in measured.contenders],
