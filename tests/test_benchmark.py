@@ -248,6 +248,23 @@ def test_plan_regret_prefers_forced_plans_as_the_bar():
     assert bench_results.first_call_ratio(first) == 5.0
 
 
+def test_auto_choice_holds_the_algorithm_auto_runs_against_the_fastest():
+    """auto's choice apart from the spread of auto's own runs: the algorithm it runs,
+    timed one-shot under its own name, over the fastest algorithm."""
+    layer = [_contender("direct", 2.0), _contender("winograd4", 1.6),
+             _contender("winograd6", 1.0, admissible=False),
+             _contender("auto", 1.2, runs="winograd4")]
+    assert bench_results.auto_choice_regret(layer) == 1.6
+    assert bench_results.auto_choice_regret(layer, admissible_only=True) == 1.0
+    # what auto runs not timed on its own, or auto not run: nothing to judge by
+    assert bench_results.auto_choice_regret(layer[:1] + layer[2:]) is None
+    assert bench_results.auto_choice_regret(layer[:3]) is None
+    lines = tables.selection_summary([(parse_descriptor('mb1ic8oc8_id8kd3pd1n"t:a"'), layer)],
+                                     ["a"])
+    line = next(text for text in lines if text.startswith("auto choice"))
+    assert "geo-mean 1.600, worst 1.60 (a); within 5% on 0/1 layers" in line
+
+
 def test_the_plan_is_held_against_its_twin_as_the_runs_noise():
     """plan / plan:<the algorithm it runs> per layer, and a summary line with its spread:
     the same code timed twice, so the line reads how far this run's timings drift."""
@@ -426,8 +443,9 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
     firsts = {r["contender"]: r["first_call_ms"] for r in rows}
     assert float(firsts["plan"]) > 0 and float(firsts["plan:direct"]) > 0
     assert firsts["direct"] == "" and firsts["auto"] == ""
-    runs = {r["contender"]: r["plan_runs"] for r in rows}
+    runs = {r["contender"]: r["runs"] for r in rows}
     assert runs["plan:direct"] == "direct" and runs["plan"] in convlab.algorithms()
+    assert runs["auto"] in convlab.algorithms()
     assert runs["direct"] == ""
 
 

@@ -26,7 +26,7 @@ class Contender:
     error: float | None = None
     checked: bool = True  # False: not a convolution (a reference GEMM), nothing to compare
     first_call: float | None = None  # a plan's first call (its choice, its preparation)
-    runs: str = ""  # the algorithm a plan runs
+    runs: str = ""  # the algorithm auto or a plan runs
     measurement: Measurement | None = None  # how a plan chose on its first call
     warm_seconds: float | None = None  # its last untimed (warm-up) call
     # An algorithm (one-shot or a forced plan) that auto may choose on this layer at
@@ -155,6 +155,21 @@ def rechecked_regret(contenders, pseudo: str, admissible_only: bool = False) -> 
               if by[label].admissible or not admissible_only]
     others = [value for value in others if value is not None]
     return mine / min(others) if mine is not None and others else None
+
+
+def auto_choice_regret(contenders, admissible_only: bool = False) -> float | None:
+    """The one-shot algorithm auto runs over the fastest one-shot algorithm: how good auto's
+    choice was, apart from the spread between auto's runs and that algorithm's own (noise,
+    on a shared machine) and from auto's dispatch. None where that algorithm was not timed
+    on its own."""
+    by = {c.label: c for c in contenders}
+    auto = by.get("auto")
+    twin = by.get(auto.runs) if auto is not None and auto.runs else None
+    times = [c.median for c in contenders if is_algorithm(c) and c.median is not None
+             and (c.admissible or not admissible_only)]
+    if twin is None or twin.median is None or not is_algorithm(twin) or not times:
+        return None
+    return twin.median / min(times)
 
 
 def plan_choice_regret(contenders, admissible_only: bool = False) -> float | None:

@@ -12,6 +12,7 @@ from convlab.cli._bench_results import (
     FORCED_PLAN,
     GEMM_BOUND_MIN_FLOPS,
     Contender,
+    auto_choice_regret,
     best_family_ratio,
     fastest,
     fastest_seconds,
@@ -172,6 +173,16 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                              "auto and the fastest algorithms timed again after the "
                              "rounds, sharing blocks; medians of the rounds and the "
                              "recheck together")
+    auto_choices = [(auto_choice_regret(cs, admissible_only), name)
+                    for name, (_, cs) in zip(names, results)]
+    auto_choices = [(r, name) for r, name in auto_choices if r is not None]
+    if auto_choices:
+        worst_choice, where = max(auto_choices)
+        lines.append(f"auto choice (the algorithm auto runs, timed one-shot on its own / the "
+                     f"fastest algorithm's time): geo-mean "
+                     f"{geo_mean([r for r, _ in auto_choices]):.3f}, worst "
+                     f"{worst_choice:.2f} ({where}); within 5% on "
+                     f"{sum(r <= 1.05 for r, _ in auto_choices)}/{len(auto_choices)} layers")
     plans = [(plan_regret(cs, admissible_only), name) for name, (_, cs) in zip(names, results)]
     plans = [(r, name) for r, name in plans if r is not None]
     if plans:
@@ -377,7 +388,7 @@ def write_csv(path, args, threads, results) -> None:
         writer.writerow(["suite", "layer", "multiplicity", "mb", "rank", "descriptor",
                          "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
                          "torch_time_over_this", "check_error", "check_ok", "not_run_reason",
-                         "first_call_ms", "plan_runs", "auto_may_choose",
+                         "first_call_ms", "runs", "auto_may_choose",
                          "median_with_auto_recheck_ms", "median_with_plan_recheck_ms"])
         for layer, contenders in results:
             torch_run = next((c for c in contenders if c.label == "torch"), None)

@@ -249,7 +249,9 @@ def convlab_contender(name, layer, src, weights, threads) -> Contender:
     def call():
         return convlab.convolve(src, weights, algorithm=name, threads=threads, **kwargs)
 
-    return Contender(name, "convlab", call, admissible=admissible)
+    runs = (convlab.select_algorithm(src, weights, threads=threads, **kwargs)
+            if name == "auto" else "")
+    return Contender(name, "convlab", call, runs=runs, admissible=admissible)
 
 
 @functools.lru_cache(maxsize=16)
