@@ -81,11 +81,17 @@ def regret(contenders, admissible_only: bool = False) -> float | None:
     with ``admissible_only``, over the fastest of those auto may choose there."""
     by = {c.label: c for c in contenders}
     auto = by.get("auto")
-    times = [c.median for c in contenders if is_algorithm(c) and c.median is not None
-             and (c.admissible or not admissible_only)]
+    times = _algorithm_medians(contenders, admissible_only)
     if auto is None or auto.median is None or not times:
         return None
     return auto.median / min(times)
+
+
+def _algorithm_medians(contenders, admissible_only: bool) -> list[float]:
+    """The medians of the registered algorithms timed on the layer (of those auto may
+    choose, with ``admissible_only``)."""
+    return [c.median for c in contenders if is_algorithm(c) and c.median is not None
+            and (c.admissible or not admissible_only)]
 
 
 def fastest(contenders, admissible_only: bool = False) -> str | None:
@@ -165,8 +171,7 @@ def auto_choice_regret(contenders, admissible_only: bool = False) -> float | Non
     by = {c.label: c for c in contenders}
     auto = by.get("auto")
     twin = by.get(auto.runs) if auto is not None and auto.runs else None
-    times = [c.median for c in contenders if is_algorithm(c) and c.median is not None
-             and (c.admissible or not admissible_only)]
+    times = _algorithm_medians(contenders, admissible_only)
     if twin is None or twin.median is None or not is_algorithm(twin) or not times:
         return None
     return twin.median / min(times)

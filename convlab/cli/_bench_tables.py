@@ -173,16 +173,10 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                              "auto and the fastest algorithms timed again after the "
                              "rounds, sharing blocks; medians of the rounds and the "
                              "recheck together")
-    auto_choices = [(auto_choice_regret(cs, admissible_only), name)
-                    for name, (_, cs) in zip(names, results)]
-    auto_choices = [(r, name) for r, name in auto_choices if r is not None]
-    if auto_choices:
-        worst_choice, where = max(auto_choices)
-        lines.append(f"auto choice (the algorithm auto runs, timed one-shot on its own / the "
-                     f"fastest algorithm's time): geo-mean "
-                     f"{geo_mean([r for r, _ in auto_choices]):.3f}, worst "
-                     f"{worst_choice:.2f} ({where}); within 5% on "
-                     f"{sum(r <= 1.05 for r, _ in auto_choices)}/{len(auto_choices)} layers")
+    lines += _per_layer_line(
+        results, names, lambda cs: auto_choice_regret(cs, admissible_only), 1.05,
+        "auto choice (the algorithm auto runs, timed one-shot on its own / the fastest "
+        "algorithm's time)")
     plans = [(plan_regret(cs, admissible_only), name) for name, (_, cs) in zip(names, results)]
     plans = [(r, name) for r, name in plans if r is not None]
     if plans:
@@ -199,31 +193,32 @@ def _regret_lines(results, names, admissible_only: bool) -> list[str]:
                              "the plan and the fastest forced plans timed again after the "
                              "rounds, in blocks taking turns; medians of the rounds and "
                              "the recheck together")
-    choices = [(plan_choice_regret(cs, admissible_only), name)
-               for name, (_, cs) in zip(names, results)]
-    choices = [(r, name) for r, name in choices if r is not None]
-    if choices:
-        worst_choice, where = max(choices)
-        lines.append(f"plan choice (the forced plan of the algorithm the plan runs / the "
-                     f"fastest forced plan's time): geo-mean "
-                     f"{geo_mean([r for r, _ in choices]):.3f}, worst {worst_choice:.2f} "
-                     f"({where}); within 10% on {sum(r <= 1.10 for r, _ in choices)}/"
-                     f"{len(choices)} layers")
+    lines += _per_layer_line(
+        results, names, lambda cs: plan_choice_regret(cs, admissible_only), 1.10,
+        "plan choice (the forced plan of the algorithm the plan runs / the fastest forced "
+        "plan's time)")
     return lines
 
 
 def _rechecked_line(results, names, pseudo: str, admissible_only: bool, bound: float,
                     how: str) -> list[str]:
     """The suite's rechecked regret of ``pseudo`` ("auto" or "plan"), or no line."""
-    found = [(rechecked_regret(cs, pseudo, admissible_only), name)
-             for name, (_, cs) in zip(names, results)]
+    return _per_layer_line(results, names,
+                           lambda cs: rechecked_regret(cs, pseudo, admissible_only), bound,
+                           f"{pseudo} regret rechecked ({how})")
+
+
+def _per_layer_line(results, names, ratio, bound: float, title: str) -> list[str]:
+    """``title``, then the geo-mean and worst of ``ratio(contenders)`` over the layers
+    where it has a value, and on how many it is at most ``bound``; no line where none has."""
+    found = [(ratio(cs), name) for name, (_, cs) in zip(names, results)]
     found = [(r, name) for r, name in found if r is not None]
     if not found:
         return []
     worst, where = max(found)
-    return [f"{pseudo} regret rechecked ({how}): geo-mean "
-            f"{geo_mean([r for r, _ in found]):.3f}, worst {worst:.2f} ({where}); within "
-            f"{bound - 1:.0%} on {sum(r <= bound for r, _ in found)}/{len(found)} layers"]
+    return [f"{title}: geo-mean {geo_mean([r for r, _ in found]):.3f}, worst {worst:.2f} "
+            f"({where}); within {bound - 1:.0%} on {sum(r <= bound for r, _ in found)}/"
+            f"{len(found)} layers"]
 
 
 def selection_summary(results, names) -> list[str]:
