@@ -6,15 +6,17 @@
         # the forced plans (plan:<name>) of `python -m convlab bench --csv` files
 
 A plan (``convlab.Convolution``, ``choose="measure"``) times, on its first call for a
-shape, the contenders whose prepared-weights estimates
-(``cost_model.compared_seconds(..., prepared=True)``) are within ``1 + measure_margin`` of
-the lowest, and keeps the fastest. The margin is what the estimates' errors need: this
+shape, the two contenders with the lowest prepared-weights estimates
+(``cost_model.compared_seconds(..., prepared=True)``) and those within ``1 + measure_margin``
+of the lowest, and keeps the fastest. The margin is what the estimates' errors need: this
 script times every auto contender as a plan would run it (``Convolution(weights,
 algorithm=name)``, weights prepared once, calls after the first; the contenders of a layer
 take turns inside shared blocks, as the bench's mixed schedule does) on the benchdnn
 suites, and for each layer with two or more contenders computes
 
     needed = (estimate of the fastest measured contender) / (lowest estimate)
+
+(1 where the fastest has one of the two lowest estimates, which are timed anyway)
 
 where a contender within ``--tie`` of the fastest time counts as fastest (runs of one
 kernel differ by that much, and picking either costs nothing worth measuring). The margin
@@ -56,7 +58,7 @@ import convlab  # noqa: E402
 from convlab.cli._bench_results import geo_mean  # noqa: E402
 from convlab.cli._bench_tables import cpu_model  # noqa: E402
 from convlab.cli.benchmark import progress  # noqa: E402
-from convlab.dispatch import cost_model, select  # noqa: E402
+from convlab.dispatch import cost_model, measure, select  # noqa: E402
 from convlab.dispatch.calibration import store  # noqa: E402
 from convlab.problem import shapes  # noqa: E402
 from convlab.runtime.threads import available_cores  # noqa: E402
@@ -198,11 +200,21 @@ def layer_cases(rows, prepared=True):
 
 
 def needed_ratio(case, tie):
-    """Lowest estimate among the (tied) fastest contenders over the lowest estimate."""
+    """Lowest estimate among the (tied) fastest contenders over the lowest estimate; 1
+    where one of them is among the ``measure.RUNNERS_TIMED`` lowest estimates, which a
+    plan times whatever the margin."""
     fastest = min(seconds for seconds, _ in case.values())
     best_estimate = min(estimate for _, estimate in case.values())
-    return min(estimate for seconds, estimate in case.values()
-               if seconds <= fastest * (1 + tie)) / best_estimate
+    tied = [estimate for seconds, estimate in case.values() if seconds <= fastest * (1 + tie)]
+    if min(tied) <= always_timed_estimate(case):
+        return 1.0
+    return min(tied) / best_estimate
+
+
+def always_timed_estimate(case):
+    """The highest estimate a plan times whatever the margin (the runner-up's)."""
+    estimates = sorted(estimate for _, estimate in case.values())
+    return estimates[min(measure.RUNNERS_TIMED, len(estimates)) - 1]
 
 
 def quantile(values, q):
@@ -216,7 +228,7 @@ def with_margin(case, margin):
     fastest = min(seconds for seconds, _ in case.values())
     best_estimate = min(estimate for _, estimate in case.values())
     timed = [seconds for seconds, estimate in case.values()
-             if estimate <= best_estimate * (1 + margin)]
+             if estimate <= max(best_estimate * (1 + margin), always_timed_estimate(case))]
     estimated_pick = min(case.values(), key=lambda v: v[1])[0]
     return len(timed), estimated_pick / fastest, min(timed) / fastest
 

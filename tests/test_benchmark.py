@@ -471,6 +471,19 @@ def test_the_measure_margin_fit_reads_the_forced_plans_of_bench_csvs(tmp_path):
     assert got == pytest.approx({"direct": 3e-3, "im2col": 4.5e-3})
 
 
+def test_the_measure_margin_fit_counts_the_runner_up_as_timed():
+    """A plan times the two lowest estimates whatever the margin, so a layer whose fastest
+    contender is the runner-up needs no margin, and the third-lowest sets what it needs."""
+    script = load_bench_script("fit_measure_margin.py")
+    runner_up_fastest = {"a": (2e-3, 1.0), "b": (1e-3, 3.0), "c": (3e-3, 4.0)}
+    third_fastest = {"a": (2e-3, 1.0), "b": (3e-3, 1.5), "c": (1e-3, 2.5)}
+    assert script.needed_ratio(runner_up_fastest, 0.0) == 1.0
+    assert script.needed_ratio(third_fastest, 0.0) == pytest.approx(2.5)
+    # with no margin the two lowest are still timed, and the measured pick is the faster
+    assert script.with_margin(runner_up_fastest, 0.0) == (2, 2.0, 1.0)
+    assert script.with_margin(third_fastest, 0.0) == (2, 2.0, 2.0)
+
+
 def test_network_pass_times_whole_passes_and_each_layer_in_them(capsys):
     """bench/network_pass.py runs every copy of every layer per pass (multiplicity copies,
     weights of their own) and, with --per-layer, reports each layer's median in a pass."""

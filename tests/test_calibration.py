@@ -22,7 +22,7 @@ from hypothesis import given, settings, strategies as st
 
 import convlab
 from convlab.cli import demo, main as cli
-from convlab.dispatch import cost_model, registry, select
+from convlab.dispatch import cost_model, measure, registry, select
 from convlab.dispatch.calibration import design, fit, run, store
 from convlab.runtime import cpu
 from convlab.runtime.cpu import ISA_LEVELS
@@ -267,27 +267,34 @@ def test_an_unusable_measure_margin_makes_the_file_corrupt(cache, margin):
 
 
 def test_estimate_spreads_say_how_far_above_the_lowest_estimate_the_fastest_lay():
-    timings = [fit.Timing("a", 1, {}, 2.0, case="p:plan"), fit.Timing("b", 1, {}, 1.0,
-                                                                       case="p:plan"),
+    timings = [fit.Timing("a", 1, {}, 3.0, case="p:plan"),
+               fit.Timing("b", 1, {}, 2.0, case="p:plan"),
+               fit.Timing("c", 1, {}, 1.0, case="p:plan"),
                fit.Timing("a", 1, {}, 1.0, case="q"), fit.Timing("b", 1, {}, 2.0, case="q"),
+               fit.Timing("a", 1, {}, 2.0, case="r"), fit.Timing("b", 1, {}, 1.0, case="r"),
                fit.Timing("a", 1, {}, 1.0, case="alone")]
-    estimates = [1.0, 1.5, 1.0, 3.0, 1.0]
-    assert fit.estimate_spreads(timings, estimates) == {"p:plan": 1.5, "q": 1.0}
+    estimates = [1.0, 1.2, 1.5, 1.0, 3.0, 1.0, 3.0, 1.0]
+    # the fastest has the third-lowest estimate in p; in r it is the runner-up, which a
+    # plan times whatever the margin
+    assert measure.RUNNERS_TIMED == 2
+    assert fit.estimate_spreads(timings, estimates) == {"p:plan": 1.5, "q": 1.0, "r": 1.0}
     # margins scale the estimates as selection does
-    assert fit.estimate_spreads(timings, estimates, {"b": 1.0})["p:plan"] == 3.0
+    assert fit.estimate_spreads(timings, estimates, {"c": 1.0})["p:plan"] == 3.0
 
 
 def test_the_calibrated_measure_margin_covers_the_plans_and_the_shipped_margin():
     case = f"p:{run.ALONE}"
-    plan = [fit.Timing("a", 1, {}, 2.0, case=case), fit.Timing("b", 1, {}, 1.0, case=case)]
+    plan = [fit.Timing("a", 1, {}, 3.0, case=case), fit.Timing("b", 1, {}, 2.0, case=case),
+            fit.Timing("c", 1, {}, 1.0, case=case)]
     shipped = {"measure_margin": 0.4}
     # the fastest plan's estimate 2.5x the lowest: 150%
-    margin, spreads = run._measure_margin(shipped, plan, [1.0, 2.5], {})
+    margin, spreads = run._measure_margin(shipped, plan, [1.0, 1.2, 2.5], {})
     assert margin == pytest.approx(1.5) and spreads == {case: 2.5}
     # never below the shipped margin, never above the most a file may hold
-    assert run._measure_margin(shipped, plan, [1.0, 1.1], {})[0] == pytest.approx(0.4)
-    assert run._measure_margin(shipped, plan, [1.0, 99.0], {})[0] == store.MAX_MEASURE_MARGIN
-    assert run._measure_margin({}, plan, [1.0, 1.0], {})[0] == \
+    assert run._measure_margin(shipped, plan, [1.0, 1.05, 1.1], {})[0] == pytest.approx(0.4)
+    assert run._measure_margin(shipped, plan, [1.0, 1.2, 99.0], {})[0] == \
+        store.MAX_MEASURE_MARGIN
+    assert run._measure_margin({}, plan, [1.0, 1.0, 1.0], {})[0] == \
         cost_model.DEFAULT_MEASURE_MARGIN
 
 

@@ -16,6 +16,7 @@ import pytest
 
 import convlab
 from convlab.dispatch import cost_model, measure, registry, select
+from convlab.problem.params import make_problem
 from tests.helpers import (
     ALGORITHMS,
     FakeClock,
@@ -264,18 +265,34 @@ def test_no_contender_starts_after_the_time_limit(rng, clock, wide_margin):
         assert_matches_reference(result, src, weights, bias, ATTRIBUTES, names[0])
 
 
-def test_a_single_close_contender_is_not_timed(rng, clock, monkeypatch):
+def test_the_runner_up_is_timed_outside_the_margin(rng, clock, monkeypatch):
     monkeypatch.setattr(cost_model, "measure_margin", lambda: 0.0)
     monkeypatch.setattr(measure, "CHEAP_SECONDS", 0.0)
     src, weights, bias = _tensors(rng)
-    with fake_algorithms(clock, [(1.0e-9, 3e-3), (1.2e-9, 1e-3)]) as (names, counts):
+    # with no margin, only the lowest estimate lies within it; the runner-up, estimated
+    # 1.5x the lowest, runs fastest and is timed; the third (2x) is not
+    specs = [(1.0e-9, 3e-3), (1.5e-9, 1e-3), (2.0e-9, 0.5e-3)]
+    with fake_algorithms(clock, specs) as (names, counts):
         plan = convlab.Convolution(weights, bias, **ATTRIBUTES)
         plan(src)
-        assert counts["runs"] == {names[0]: 1}
-        assert clock.reads == 0
-        account = plan.explain(src)
-        assert not account.measurement.measured
-        assert "nothing was timed" in str(account)
+        assert set(counts["runs"]) == set(names[:2])
+        assert plan.algorithm_for(src) == names[1]
+        assert plan.explain(src).measurement.measured
+        assert "the two lowest estimates" in str(plan.explain(src))
+
+
+def test_a_lone_contender_is_not_timed(monkeypatch):
+    only = [select.Candidate("direct", None, convlab.Estimate(1e-3, {}), True, None,
+                             "direct")]
+    monkeypatch.setattr(select, "assess", lambda *args, **kwargs: only)
+    problem = make_problem((1, 6, 6, 4), np.float32, (3, 3, 4, 6), np.float32, **ATTRIBUTES)
+    clock_reads = []
+    monkeypatch.setattr(measure, "clock", lambda: clock_reads.append(1) or 0.0)
+    ran = []
+    measurement = measure.measure(problem, 1, "default", ran.append, ran.append)
+    assert measurement.choice == "direct" and not measurement.measured
+    assert ran == [] and clock_reads == []
+    assert "the only contender, so nothing was timed" in measurement.describe()
 
 
 def test_choose_estimate_keeps_the_lowest_prepared_estimate(rng, clock, wide_margin):

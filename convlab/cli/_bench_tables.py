@@ -68,8 +68,8 @@ def machine_lines() -> list[str]:
             f"ISA level detected {info['isa_detected']}, effective {info['isa_effective']}"
             + _hidden_isa_text(info),
             f"cost constants: {describe()}",
-            f"plans: first call times the contenders estimated within "
-            f"{cost_model.measure_margin():.0%} of the lowest (at most "
+            f"plans: first call times the two lowest estimates and the contenders "
+            f"within {cost_model.measure_margin():.0%} of the lowest (at most "
             f"{measure.MAX_CONTENDERS}, none started after {measure.TIME_LIMIT_SECONDS:g} s)",
             f"fft transforms: {fft_transforms.BACKEND}; compiled (one input channel per "
             f"group, float32, stride 1): convlab's own",

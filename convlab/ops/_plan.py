@@ -37,16 +37,16 @@ class Convolution:
 
     choose : {"measure", "estimate"}
         How ``algorithm="auto"`` picks, once per src shape, dtype and thread count.
-        "measure" (default): on the first call, the contenders whose prepared-weights
-        estimates lie within a fitted margin of the lowest or at most
-        ``measure.CHEAP_SECONDS`` (at most
+        "measure" (default): on the first call, the two contenders with the lowest
+        prepared-weights estimates and those within a fitted margin of the lowest or at
+        most ``measure.CHEAP_SECONDS`` (at most
         ``measure.MAX_CONTENDERS``, lowest first, none started after
         ``measure.TIME_LIMIT_SECONDS``) are each prepared and run once untimed, then
         timed in turns of back-to-back runs (``measure.RUNS_PER_TURN``, more while a
         contender warms up) for ``measure.TIMED_RUNS`` rounds (up to
         ``measure.MAX_TIMED_RUNS`` on a close call), and the fastest run
-        wins; the call returns that contender's result. Where only one contender is
-        close, nothing is timed. That first call costs the contenders' weight preparation
+        wins; the call returns that contender's result. Where there is only one
+        contender, nothing is timed. That first call costs the contenders' weight preparation
         plus ten runs of each or more (docs/selection.md, "Plans"), and memory for
         their prepared weights until the choice is made (the others' are then dropped).
         "estimate": the lowest estimate, as ``convolve`` picks but with the weights'

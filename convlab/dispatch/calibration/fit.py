@@ -513,15 +513,20 @@ def estimate_spreads(timings: Sequence[Timing], estimates: Sequence[float],
                      margins: Mapping[str, float] | None = None) -> dict[str, float]:
     """{case: the estimate of the case's fastest measured contender / the case's lowest
     estimate, each times 1 + its algorithm's margin}: how far above the lowest estimate a
-    plan's first call must look to time the fastest (1 where the lowest estimate is the
-    fastest). Cases with fewer than two contenders are left out."""
+    plan's first call must look to time the fastest (1 where one of the
+    ``measure.RUNNERS_TIMED`` lowest estimates is the fastest: those are timed whatever the
+    margin). Cases with fewer than two contenders are left out."""
+    from convlab.dispatch import measure
+
     out = {}
     for case, members in _contender_cases(timings, estimates, margins).items():
         lowest = min(seconds for seconds, _ in members)
         if len(members) < 2 or lowest <= 0:
             continue
         fastest = min(members, key=lambda member: member[1].seconds)
-        out[case] = fastest[0] / lowest
+        always_timed = sorted(members, key=lambda member: member[0])[:measure.RUNNERS_TIMED]
+        out[case] = 1.0 if any(member is fastest for member in always_timed) \
+            else fastest[0] / lowest
     return out
 
 
