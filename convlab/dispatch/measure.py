@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -128,6 +129,13 @@ class Measurement:
             text += f"; within the margin but not timed (cap or time limit): " \
                     f"{', '.join(self.not_timed)}"
         return text
+
+
+def always_timed_estimate(estimates: Iterable[float]) -> float:
+    """The highest of ``estimates`` that a first call times whatever the margin: the
+    :data:`RUNNERS_TIMED`-th lowest (the highest when there are fewer)."""
+    ranked = sorted(estimates)
+    return ranked[min(RUNNERS_TIMED, len(ranked)) - 1]
 
 
 def close_contenders(problem: ConvProblem, threads: int, precision: str,

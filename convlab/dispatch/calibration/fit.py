@@ -523,10 +523,9 @@ def estimate_spreads(timings: Sequence[Timing], estimates: Sequence[float],
         lowest = min(seconds for seconds, _ in members)
         if len(members) < 2 or lowest <= 0:
             continue
-        fastest = min(members, key=lambda member: member[1].seconds)
-        always_timed = sorted(members, key=lambda member: member[0])[:measure.RUNNERS_TIMED]
-        out[case] = 1.0 if any(member is fastest for member in always_timed) \
-            else fastest[0] / lowest
+        fastest = min(members, key=lambda member: member[1].seconds)[0]
+        timed_anyway = measure.always_timed_estimate(estimate for estimate, _ in members)
+        out[case] = 1.0 if fastest <= timed_anyway else fastest / lowest
     return out
 
 
