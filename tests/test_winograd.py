@@ -216,6 +216,32 @@ def test_every_row_count_of_a_micro_tile(rng, level):
                                  "winograd2", f"({tiles} tiles)")
 
 
+@pytest.mark.parametrize("level", _winograd.gemm_levels())
+def test_panel_prefetch_never_changes_a_bit(rng, level):
+    """The GEMM's prefetch of the next panel of U, in every block, in none and at the
+    default reach: the same bits, every row count of a micro-tile, several panels."""
+    weights = rng.standard_normal((3, 3, 8, 40)).astype(np.float32)
+    attributes = dict(pads_begin=1, pads_end=1)
+    default = _winograd.set_panel_prefetch(0)
+    try:
+        for tiles in (1, 3, 7, 14, 30):
+            src = rng.standard_normal((1, 2, 2 * tiles, 8)).astype(np.float32)
+            results = []
+            for reach in (0, default, 1_000_000):
+                _winograd.set_panel_prefetch(reach)
+                with winograd.gemm_level(level):
+                    results.append(convlab.convolve(src, weights, algorithm="winograd2",
+                                                    **attributes))
+            assert_matches_reference(results[0], src, weights, None, attributes,
+                                     "winograd2", f"({tiles} tiles)")
+            for got in results[1:]:
+                np.testing.assert_array_equal(got, results[0], err_msg=f"{tiles} tiles")
+    finally:
+        _winograd.set_panel_prefetch(default)
+    with pytest.raises(ValueError, match="max_tiles=-1"):
+        _winograd.set_panel_prefetch(-1)
+
+
 def test_gemm_level_rejects_unknown_levels():
     with pytest.raises(ValueError, match="level=7 is not available"), winograd.gemm_level(7):
         pass

@@ -60,6 +60,7 @@ cdef extern from "winograd_kernels.h" nogil:
         const cl_epilogue *epi
 
     int WG_X86
+    Py_ssize_t wg_prefetch_max_tiles
     int wg_isa_level()
     int wg_widest_level()
     Py_ssize_t wg_gemm_mr(int level)
@@ -139,6 +140,19 @@ def _set_isa_cap(int level):
 
 from convlab.runtime import cpu as _cpu
 _cpu.follow_cap(__name__, _set_isa_cap)
+
+
+def set_panel_prefetch(Py_ssize_t max_tiles):
+    """Let the GEMM prefetch the next panel of U while it runs one when a panel serves at
+    most ``max_tiles`` micro-tiles of rows (0: never; see wg_prefetch_max_tiles in
+    winograd_kernels.h). Returns the previous value. Not thread-safe: for the bench and
+    tests."""
+    global wg_prefetch_max_tiles
+    if max_tiles < 0:
+        raise ValueError(f"max_tiles={max_tiles}; expected >= 0")
+    previous = wg_prefetch_max_tiles
+    wg_prefetch_max_tiles = max_tiles
+    return previous
 
 
 def gemm_levels():

@@ -62,6 +62,18 @@ static inline Py_ssize_t wg_gemm_vector_bytes(int level)
     return level == 2 ? 64 : 32;
 }
 
+/* The GEMM prefetches the next panel of U while it runs one (winograd_gemm.h) when a
+ * panel serves at most this many micro-tiles of rows (0: never). Small maps at batch 1
+ * have few tiles, so a panel is done with before the hardware prefetcher has brought the
+ * next one from L3 or memory; on large maps a panel serves many row blocks and the
+ * prefetch made no difference beyond the noise. On an AMD EPYC (Zen 3, AVX2, 512 KiB L2),
+ * the same plan with and without, 2 threads (bench/winograd_panel_prefetch.py;
+ * bench/results/winograd_panel_prefetch_2026-12-03_zen3-{avx2,baseline}.txt): at avx2
+ * 1.07-1.24x on ResNet-50's 7x7 and 14x14 maps and VGG-19's conv5_1, 0.93-1.04x on the
+ * larger maps; at the baseline 1.10-1.23x on res5a_branch2b's F(4) and F(6). A variable
+ * so that the bench can vary it (_winograd.set_panel_prefetch). */
+static Py_ssize_t wg_prefetch_max_tiles = 4;
+
 #define WG_CAT_(a, b) a##_##b
 #define WG_CAT(a, b) WG_CAT_(a, b)
 

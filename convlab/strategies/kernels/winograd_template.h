@@ -173,7 +173,8 @@ static inline Py_ssize_t WG_FN(wg_gemm_nr)(int level)
 }
 
 #define WG_MICRO_CALL(isa, mr) \
-    WG_CAT(WG_CAT(WG_FN(wg_micro), isa), mr)(k, A + i * lda, lda, panel, c + i * ldc, ldc)
+    WG_CAT(WG_CAT(WG_FN(wg_micro), isa), mr)(k, A + i * lda, lda, panel, c + i * ldc, ldc, \
+                                              next)
 
 /* C = A @ B (B packed, see winograd_gemm.h) with the micro-kernels of ``level``. The last
  * micro-tile may compute rows past ``rows``: A and C must hold rows_capacity(rows) rows
@@ -183,9 +184,12 @@ static inline void WG_FN(wg_gemm)(int level, Py_ssize_t rows, Py_ssize_t k, Py_s
                                   WG_REAL *C, Py_ssize_t ldc)
 {
     const Py_ssize_t nr = WG_FN(wg_gemm_nr)(level);
+    const int prefetch = rows <= wg_prefetch_max_tiles * wg_gemm_mr(level);
     for (Py_ssize_t p = 0; p < panels; p++) {
         const WG_REAL *panel = B + p * k * nr;
         WG_REAL *c = C + p * nr;
+        /* the last panel of the call prefetches itself: every address stays within B */
+        const WG_REAL *next = !prefetch ? NULL : p + 1 < panels ? panel + k * nr : panel;
         Py_ssize_t i = 0;
 #if WG_X86
         if (level == 2) {
