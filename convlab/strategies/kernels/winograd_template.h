@@ -184,7 +184,8 @@ static inline void WG_FN(wg_gemm)(int level, Py_ssize_t rows, Py_ssize_t k, Py_s
                                   WG_REAL *C, Py_ssize_t ldc)
 {
     const Py_ssize_t nr = WG_FN(wg_gemm_nr)(level);
-    const int prefetch = rows <= wg_prefetch_max_tiles * wg_gemm_mr(level);
+    const Py_ssize_t mr = wg_gemm_mr(level);
+    const int prefetch = (rows + mr - 1) / mr <= wg_prefetch_max_tiles;
     for (Py_ssize_t p = 0; p < panels; p++) {
         const WG_REAL *panel = B + p * k * nr;
         WG_REAL *c = C + p * nr;
