@@ -25,7 +25,6 @@ default. Plans block weights above the whole-pixel limit in force when they prep
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -35,7 +34,7 @@ from convlab.cli._bench_results import geo_mean  # noqa: E402
 from convlab.cli._bench_tables import cpu_model  # noqa: E402
 from convlab.problem import params, shapes  # noqa: E402
 from convlab.runtime import _buffers as buffers  # noqa: E402
-from convlab.runtime.timing import time_block  # noqa: E402
+from convlab.runtime.timing import medians_under_settings  # noqa: E402
 from convlab.strategies import direct  # noqa: E402
 from convlab.strategies.kernels import _direct  # noqa: E402
 
@@ -105,17 +104,6 @@ def cuts(layer, mb, threads, settings):
     return found
 
 
-def time_settings(call, settings, rounds, block_seconds):
-    """Median seconds per setting over ``rounds`` blocks each, settings in alternating order;
-    no pause between blocks, since every block runs the same kernel."""
-    times = {setting: [] for setting in settings}
-    for index in range(rounds):
-        for setting in settings if index % 2 == 0 else settings[::-1]:
-            apply_setting(setting)
-            times[setting] += time_block(call, 1, pause=0.0, min_seconds=block_seconds)
-    return {setting: statistics.median(values) for setting, values in times.items()}
-
-
 def main(argv=None):
     parser = layer_script_parser(__doc__.split("\n")[0])
     parser.add_argument("--settings", nargs="+", default=["pass=32768", "pass=262144"],
@@ -143,7 +131,8 @@ def main(argv=None):
                                                   settings))) == 1:
                 continue
             call = kernel_call(layer, args.mb, args.threads, args.one_shot)
-            medians = time_settings(call, settings, args.rounds, args.block_seconds)
+            medians = medians_under_settings(call, settings, apply_setting, args.rounds,
+                                             args.block_seconds)
             first = medians[settings[0]]
             ratios = [first / medians[s] for s in settings]
             speedups.append(ratios)

@@ -2,8 +2,9 @@
 rows a panel may serve for the GEMM to prefetch the next one (wg_prefetch_max_tiles in
 winograd_kernels.h, _winograd.set_panel_prefetch; 0: never).
 
-Builds one plan per layer and Winograd tile, then times that same plan under each setting
-of --settings, in alternating blocks of at least --block-seconds each, --rounds rounds.
+Builds one plan per layer and Winograd tile that runs it (the strategy's own supports
+check), then times that same plan under each setting of --settings, in alternating blocks
+of at least --block-seconds each, --rounds rounds.
 Prints the median per layer, tile and setting with its speed-up over the first setting, and
 geo-means per tile and setting; the header names the CPU, its caches and the ISA level in
 effect.
@@ -14,7 +15,6 @@ effect.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -23,19 +23,10 @@ import convlab  # noqa: E402
 from convlab.cli._bench_args import layer_script_parser, select_layers  # noqa: E402
 from convlab.cli._bench_results import geo_mean  # noqa: E402
 from convlab.cli._bench_tables import machine_lines  # noqa: E402
+from convlab.dispatch.registry import get_algorithm  # noqa: E402
 from convlab.problem import shapes  # noqa: E402
-from convlab.runtime.timing import time_block  # noqa: E402
+from convlab.runtime.timing import medians_under_settings  # noqa: E402
 from convlab.strategies.kernels import _winograd  # noqa: E402
-
-
-def time_settings(call, settings, rounds, block_seconds):
-    """Median seconds per setting, the settings in alternating order."""
-    times = {setting: [] for setting in settings}
-    for index in range(rounds):
-        for setting in settings if index % 2 == 0 else settings[::-1]:
-            _winograd.set_panel_prefetch(setting)
-            times[setting] += time_block(call, 1, pause=0.0, min_seconds=block_seconds)
-    return {setting: statistics.median(values) for setting, values in times.items()}
 
 
 def main(argv=None):
@@ -47,10 +38,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     settings = args.settings
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    layers = [layer for layer in select_layers(shapes.load_suite(args.suite, mb=1),
-                                               args.layers)
-              if layer.kernel_shape == (3,) * layer.rank and layer.groups == 1
-              and set(layer.strides) == {1} and set(layer.dilations) == {1}]
+    layers = select_layers(shapes.load_suite(args.suite, mb=1), args.layers)
     print(f"command: python {' '.join(sys.argv)}")
     for line in machine_lines():
         print(line)
@@ -65,17 +53,21 @@ def main(argv=None):
             src, weights, _ = layer.arrays(1, seed=0)
             cells = []
             for algorithm in algorithms:
+                if get_algorithm(algorithm).supports(layer.problem(mb=1)) is not None:
+                    continue
                 plan = convlab.Convolution(weights, algorithm=algorithm, threads=args.threads,
                                            **layer.convolve_kwargs())
                 plan(src)
-                medians = time_settings(lambda: plan(src), settings, args.rounds,
-                                        args.block_seconds)
+                medians = medians_under_settings(lambda: plan(src), settings,
+                                                 _winograd.set_panel_prefetch, args.rounds,
+                                                 args.block_seconds)
                 cells.append(algorithm)
                 for setting in settings:
                     ratio = medians[settings[0]] / medians[setting]
                     speedups[algorithm, setting].append(ratio)
                     cells.append(f"{setting}: {medians[setting] * 1e3:7.3f} ms ({ratio:4.2f}x)")
-            print(f"{layer.short_name:16s} " + " ".join(cells), flush=True)
+            if cells:
+                print(f"{layer.short_name:16s} " + " ".join(cells), flush=True)
     finally:
         _winograd.set_panel_prefetch(default)
     for algorithm in algorithms:

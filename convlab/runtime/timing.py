@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Callable
@@ -107,6 +108,21 @@ def time_rotation(calls: Sequence[Callable[[], object]], repeats: int,
             calls[index]()
             times[index].append(time.perf_counter() - start)
     return times
+
+
+def medians_under_settings(call: Callable[[], object], settings: Sequence,
+                           apply: Callable[[object], object], rounds: int,
+                           min_seconds: float) -> dict:
+    """The median seconds of ``call`` under each setting: ``rounds`` blocks of at least
+    ``min_seconds`` per setting, ``apply(setting)`` before each, the settings in turns
+    whose order reverses every round. No pause between blocks: every block runs the same
+    code, so no other pool is left spinning (the A/B scripts in ``bench/``)."""
+    times: dict = {setting: [] for setting in settings}
+    for index in range(rounds):
+        for setting in settings if index % 2 == 0 else settings[::-1]:
+            apply(setting)
+            times[setting] += time_block(call, 1, pause=0.0, min_seconds=min_seconds)
+    return {setting: statistics.median(values) for setting, values in times.items()}
 
 
 def fastest_in_rounds(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
