@@ -443,6 +443,13 @@ def test_bench_prints_network_totals_and_plan_first_calls(capsys, tmp_path):
     firsts = {r["contender"]: r["first_call_ms"] for r in rows}
     assert float(firsts["plan"]) > 0 and float(firsts["plan:direct"]) > 0
     assert firsts["direct"] == "" and firsts["auto"] == ""
+    # the plan's first call timed the two lowest estimates; it keeps the first listed
+    timed = [item.split("=") for item in
+             next(r for r in rows if r["contender"] == "plan")["first_call_timed_ms"].split(";")]
+    assert len(timed) >= 2 and {name for name, _ in timed} <= set(convlab.algorithms())
+    assert [float(ms) for _, ms in timed] == sorted(float(ms) for _, ms in timed)
+    assert timed[0][0] == next(r for r in rows if r["contender"] == "plan")["runs"]
+    assert all(r["first_call_timed_ms"] == "" for r in rows if r["contender"] != "plan")
     runs = {r["contender"]: r["runs"] for r in rows}
     assert runs["plan:direct"] == "direct" and runs["plan"] in convlab.algorithms()
     assert runs["auto"] in convlab.algorithms()

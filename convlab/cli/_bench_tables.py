@@ -384,7 +384,8 @@ def write_csv(path, args, threads, results) -> None:
                          "gflop", "threads", "contender", "median_ms", "min_ms", "gflops",
                          "torch_time_over_this", "check_error", "check_ok", "not_run_reason",
                          "first_call_ms", "runs", "auto_may_choose",
-                         "median_with_auto_recheck_ms", "median_with_plan_recheck_ms"])
+                         "median_with_auto_recheck_ms", "median_with_plan_recheck_ms",
+                         "first_call_timed_ms"])
         for layer, contenders in results:
             torch_run = next((c for c in contenders if c.label == "torch"), None)
             for c in contenders:
@@ -401,7 +402,18 @@ def write_csv(path, args, threads, results) -> None:
                     "" if c.first_call is None else f"{c.first_call * 1e3:.4f}", c.runs,
                     c.admissible if c.kind == "convlab" and c.label != "auto"
                     and c.label != "plan" else "",
-                    *(_ms(pooled_median(c, pseudo)) for pseudo in ("auto", "plan"))])
+                    *(_ms(pooled_median(c, pseudo)) for pseudo in ("auto", "plan")),
+                    _first_call_timed(c)])
+
+
+def _first_call_timed(contender) -> str:
+    """A plan's first-call timings, "name=ms" (each contender's fastest run) joined by
+    ";", fastest first: what its choice rested on."""
+    m = contender.measurement
+    if m is None or not m.seconds:
+        return ""
+    return ";".join(f"{name}={seconds * 1e3:.4f}"
+                    for name, seconds in sorted(m.seconds.items(), key=lambda i: i[1]))
 
 
 def _ms(seconds: float | None) -> str:
