@@ -7,6 +7,10 @@ default-limit problems never reach.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -601,6 +605,36 @@ def test_installed_openblas_is_the_default_and_loaded_privately(monkeypatch):
         monkeypatch.setattr(im2col, "_forced_mode", mode)
         _call(src, weights, bias, attributes, threads=2)
         assert [lib.get_num_threads() for lib in im2col._blas_controllers()] == [1]
+
+
+LOAD_IN_FRESH_PROCESS = """
+import json, os
+tasks = lambda: len(os.listdir("/proc/self/task"))
+from convlab.runtime import blas
+before = tasks()
+library = blas.load_openblas()
+reader = blas.thread_count_reader()
+print(json.dumps([library is not None, tasks() - before, reader() if reader else None,
+                  os.environ.get("OPENBLAS_NUM_THREADS")]))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+@pytest.mark.parametrize("users_setting", [None, "3"])
+def test_openblas_loads_without_a_pool_of_workers_and_leaves_the_environment(users_setting):
+    """Loaded at one thread: no worker threads start beside the kernel's OpenMP ones, and
+    the variable the user set (or did not) is as it was."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if users_setting is not None:
+        env["OPENBLAS_NUM_THREADS"] = users_setting
+    done = subprocess.run([sys.executable, "-c", LOAD_IN_FRESH_PROCESS], env=env,
+                          capture_output=True, text=True, cwd=os.path.dirname(
+                              os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr
+    loaded, new_threads, count, variable = json.loads(done.stdout.splitlines()[-1])
+    if not loaded:
+        pytest.skip("scipy-openblas32 is not installed")
+    assert (new_threads, count, variable) == (0, 1, users_setting)
 
 
 def test_unknown_blas_choice_is_rejected(monkeypatch):

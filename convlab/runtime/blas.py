@@ -25,6 +25,8 @@ import ctypes
 import functools
 import importlib.util
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PACKAGE = "scipy_openblas32"
@@ -85,6 +87,30 @@ def kernel_source() -> str:
     return " ".join([library, *kernel_settings()])
 
 
+# What OpenBLAS reads as it loads, set for that moment only. One thread: loaded with its
+# default pool (a worker per further core), the worker kept taking CPU time for a while
+# after the load beside the kernel's OpenMP threads; on a 2-core Zen 3 EPYC, the layer
+# timed first stalled (a call over 1.5x the median) on 27 of 192 im2col calls and 17 of
+# 192 direct calls, against 1 and 0 loaded at one thread
+# (bench/results/openblas_pool_2026-12-03_zen3-avx2.txt).
+LOAD_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
+
+
+@contextmanager
+def _environment(settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` in ``os.environ`` inside the block; the previous values after it."""
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _capped_core() -> str | None:
     """The OpenBLAS core for the instruction-set level in force, where that is below the
     CPU's and the user has not chosen a core; else None (OpenBLAS picks by the CPU). Only
@@ -107,15 +133,12 @@ def load_openblas() -> dict[str, object] | None:
     path = _library_file()
     if path is None:
         return None
+    settings = dict(LOAD_ENVIRONMENT)
     core = _capped_core()
-    if core is None:
+    if core is not None:
+        settings[CORE_ENVIRONMENT] = core
+    with _environment(settings):
         handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
-    else:  # OpenBLAS reads the variable as it loads; nothing else should see it
-        os.environ[CORE_ENVIRONMENT] = core
-        try:
-            handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
-        finally:
-            del os.environ[CORE_ENVIRONMENT]
     config = getattr(handle, SYMBOL_PREFIX + "openblas_get_config")
     config.restype = ctypes.c_char_p
     corename = getattr(handle, SYMBOL_PREFIX + "openblas_get_corename")
@@ -123,7 +146,7 @@ def load_openblas() -> dict[str, object] | None:
     # convlab is the library's only caller, and the kernel calls it from its own OpenMP
     # threads, one single-threaded GEMM each: at 1 thread between calls, a call finds it
     # there and sets nothing (each set-and-restore cost ~10 us through threadpoolctl on
-    # every call).
+    # every call). Loaded at 1 thread (LOAD_ENVIRONMENT), it has no pool to set.
     getattr(handle, SYMBOL_PREFIX + "openblas_set_num_threads")(1)
     return {"name": "scipy-openblas32", "version": config().decode(),
             "core": corename().decode(), "path": str(path.resolve()), "handle": handle,
