@@ -10,7 +10,9 @@ against, with 32-bit integers like ``cython_blas``) is installed, the kernel cal
 
 The library is loaded with ``RTLD_LOCAL``, not by importing ``scipy_openblas32`` (which
 loads it into the global namespace, where its symbols would displace SciPy's own BLAS for
-every caller in the process). Set ``CONVLAB_BLAS=scipy`` to keep SciPy's BLAS.
+every caller in the process), and at one thread (:data:`LOAD_ENVIRONMENT`): the kernel
+runs it single-threaded from its own OpenMP threads, so a pool of OpenBLAS workers would
+only compete with them. Set ``CONVLAB_BLAS=scipy`` to keep SciPy's BLAS.
 
 The instruction-set cap (:mod:`convlab.runtime.cpu`) reaches this library too: OpenBLAS
 picks its kernels once, when it is loaded, from ``OPENBLAS_CORETYPE`` or else the CPU, so
