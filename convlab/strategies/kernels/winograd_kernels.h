@@ -70,7 +70,11 @@ static inline Py_ssize_t wg_gemm_vector_bytes(int level)
  * the same plan with and without, 2 threads (bench/winograd_panel_prefetch.py;
  * bench/results/winograd_panel_prefetch_2026-12-03_zen3-{avx2,baseline}.txt): at avx2
  * 1.07-1.24x on ResNet-50's 7x7 and 14x14 maps and VGG-19's conv5_1, 0.93-1.04x on the
- * larger maps; at the baseline 1.10-1.23x on res5a_branch2b's F(4) and F(6). A variable
+ * larger maps; at the baseline 1.10-1.23x on res5a_branch2b's F(4) and F(6). On an AMD
+ * EPYC (Zen 4, AVX-512, 1 MiB L2) capped at avx2, whose panels are half as wide, F(4) and
+ * F(6) on res5a_branch2b ran 1.81x and 1.95x, where U outgrows L3; at avx512 the four
+ * ResNet-50 3x3 layers ran 0.95-1.07x
+ * (bench/results/winograd_panel_prefetch_2026-12-04_zen4-{avx512,avx2cap}.txt). A variable
  * so that the bench can vary it (_winograd.set_panel_prefetch). */
 static Py_ssize_t wg_prefetch_max_tiles = 4;
 
