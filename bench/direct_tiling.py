@@ -91,7 +91,11 @@ def kernel_call(layer, mb, threads, one_shot=False):
                                       one_shot=one_shot)
     src = params.canonical_src(src, problem)
     dst = buffers.aligned_empty(problem.canonical_dst_shape, problem.dtype)
-    return lambda: direct.run_direct(problem, src, prepared, None, dst, threads)
+
+    def call():
+        direct.run_direct(problem, src, prepared, None, dst, threads)
+        return dst
+    return call
 
 
 def cuts(layer, mb, threads, settings):

@@ -112,7 +112,9 @@ static inline void cl_tap_range(ptrdiff_t base, ptrdiff_t dil, ptrdiff_t K, ptrd
 /* Arguments of one microkernel call: P output pixels x J vectors of channels. */
 typedef struct {
     const void *s;          /* src at the first pixel's first valid tap, first channel */
-    ptrdiff_t s_pix, s_kd, s_kh, s_kw;  /* s_pix: depthwise only (dense uses poff) */
+    /* s_pix: depthwise, and dense blocks of a pointwise geometry (0 for the others,
+     * which use poff): the step from one pixel's src to the next */
+    ptrdiff_t s_pix, s_kd, s_kh, s_kw;
     const void *w;          /* weights at the first valid tap, first (input) channel */
     ptrdiff_t w_kd, w_kh, w_kw, w_ic;
     ptrdiff_t nkd, nkh, nkw, nic;

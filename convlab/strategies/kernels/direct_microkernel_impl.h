@@ -212,6 +212,47 @@ static CL_AI CL_TGT void CL_FN(dense_body)(const int P, const int J, const cl_ka
     CL_DENSE_STORE;
 }
 
+/* P consecutive pixels of a pointwise geometry (one tap, stride 1, no pads, src as large
+ * as dst: a 1x1 layer flattened to one row of pixels) x J vectors: pixel p reads src at
+ * s + p * s_pix, so neither the block nor its call sets up per-pixel positions or tests
+ * taps against the borders. The loop over input channels is dense_body's. That set-up
+ * weighs where a block's reduction is short (at AVX2, 12 vector multiply-adds per input
+ * channel): direct's kernel alone on ResNet-50's stride-1 1x1 layers, 2 threads, AMD EPYC
+ * family 25 model 17, ran 1.04-1.19x faster without it at the avx2 cap and 1.01-1.11x at
+ * avx512 (bench/direct_build_ab.py;
+ * bench/results/direct_pointwise_blocks_2026-12-04_zen4-*.txt). */
+static CL_AI CL_TGT void CL_FN(dense_pointwise_body)(const int P, const int J,
+                                                     const cl_kargs *a) {
+    const CL_REAL *s = (const CL_REAL *)a->s;
+    const CL_REAL *wp = (const CL_REAL *)a->w;
+    CL_REAL *d = (CL_REAL *)a->d;
+    const ptrdiff_t s_pix = a->s_pix, w_ic = a->w_ic, n_ic = a->nic;
+    const ptrdiff_t d_pix = a->d_pix, nstore = a->nstore;
+    const uintptr_t pf = (uintptr_t)a->pf;
+    const size_t pf_pix = (size_t)a->pf_pix * sizeof(CL_REAL);
+    CL_VEC acc[12][4];
+    CL_REAL tile[12 * 4 * (CL_VBYTES / sizeof(CL_REAL))];
+    CL_REAL *dt = d;
+    ptrdiff_t dt_pix = d_pix, ic, ic0;
+    const CL_REAL *q[12];
+    int p, j;
+
+    CL_DENSE_LOAD;
+    CL_UNROLL for (p = 0; p < P; p++) q[p] = s + p * s_pix;
+    if (pf == 0) {
+        for (ic = 0; ic < n_ic; ic++) CL_DENSE_STEP;
+    } else {
+        /* a line of each of the next block's pixels per line of this block's */
+        for (ic0 = 0; ic0 < n_ic; ic0 += CL_LINE) {
+            const ptrdiff_t ic1 = ic0 + CL_LINE < n_ic ? ic0 + CL_LINE : n_ic;
+            CL_UNROLL for (p = 0; p < P; p++)
+                CL_PREFETCH((const void *)(pf + p * pf_pix + ic0 * sizeof(CL_REAL)));
+            for (ic = ic0; ic < ic1; ic++) CL_DENSE_STEP;
+        }
+    }
+    CL_DENSE_STORE;
+}
+
 /* P pixels x J whole vectors of channels of a depthwise convolution (one input and one
  * output channel per group): channel c of dst reads only channel c of src. The taps come
  * as one flat table, so a 3x3 kernel is a single 9-iteration loop with no nested-loop
@@ -325,9 +366,22 @@ static CL_NOINLINE CL_TGT void CL_FN(dense_flat_call)(int P, int J, const cl_kar
     }
 }
 
+static CL_NOINLINE CL_TGT void CL_FN(dense_pointwise_call)(int P, int J, const cl_kargs *a) {
+    switch (J * 16 + P) {
+#define CL_CASE(P_, J_) case J_ * 16 + P_: CL_FN(dense_pointwise_body)(P_, J_, a); break;
+        CL_DENSE_SHAPES(CL_CASE)
+#undef CL_CASE
+    default: CL_FN(dense_pointwise_body)(P, J, a); break;
+    }
+}
+
 static CL_TGT void CL_FN(dense_call)(int P, int J, const cl_kargs *a) {
     if (a->toff != NULL) {
         CL_FN(dense_flat_call)(P, J, a);
+        return;
+    }
+    if (a->s_pix > 0) {
+        CL_FN(dense_pointwise_call)(P, J, a);
         return;
     }
     switch (J * 16 + P) {
@@ -513,6 +567,12 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
     a.ph0 = ph0;
     a.pw0 = pw0;
     a.zero = g->zeros;
+    /* a pointwise geometry's blocks read src pixel p for output pixel p
+     * (dense_pointwise_body): s_pix > 0 marks them */
+    a.s_pix = g->KD == 1 && g->KH == 1 && g->KW == 1 && g->sd == 1 && g->sh == 1
+                      && g->sw == 1 && g->pd == 0 && g->ph == 0 && g->pw == 0
+                      && g->ID == g->OD && g->IH == g->OH && IW == g->OW
+                  ? IC : 0;
     a.bias = bias + grp * OCgp + oc0;
     a.d_pix = g->OC;
     a.nstore = g->OCg - oc0 < J * CL_V ? g->OCg - oc0 : J * CL_V;
@@ -612,42 +672,54 @@ static CL_TGT void CL_FN(dense_item)(const cl_geom *g, const CL_REAL *src, const
         for (r0 = p0; r0 < p1; r0 = r1) {
             r1 = CL_FN(dense_run_end)(g, r0, p1, pmax);
             CL_FOR_BLOCKS(r0, r1, pmax, pix, P, {
-                /* input position of tap 0 for each pixel of the block, stepping (od, oh, ow) */
-                ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
-                ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
-                int p, inside = flat;
-                for (p = 0; p < P; p++) {
-                    const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
-                    const ptrdiff_t iw = ow * g->sw - g->pw;
-                    pd0[p] = id;
-                    ph0[p] = ih;
-                    pw0[p] = iw;
-                    poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
-                    inside &= id >= 0 && id + reach_d < g->ID && ih >= 0 && ih + reach_h < g->IH
-                              && iw >= 0 && iw + reach_w < IW;
-                    if (++ow == g->OW) {
-                        ow = 0;
-                        if (++oh == g->OH) {
-                            oh = 0;
-                            od++;
+                if (a.s_pix > 0) {
+                    /* the block's src starts at its first pixel; the next block's follows
+                     * (it may lie past src: only prefetched, formed as an integer) */
+                    a.s = src_n + ic0 + pix * IC;
+                    a.pf = g->prefetch_src
+                           ? (const void *)((uintptr_t)a.s
+                                            + (size_t)(P * IC) * sizeof(CL_REAL))
+                           : NULL;
+                    a.toff = NULL;
+                } else {
+                    /* input position of tap 0 for each pixel of the block, stepping
+                     * (od, oh, ow) */
+                    ptrdiff_t ow = pix % g->OW, rest = pix / g->OW;
+                    ptrdiff_t oh = rest % g->OH, od = rest / g->OH;
+                    int p, inside = flat;
+                    for (p = 0; p < P; p++) {
+                        const ptrdiff_t id = od * g->sd - g->pd, ih = oh * g->sh - g->ph;
+                        const ptrdiff_t iw = ow * g->sw - g->pw;
+                        pd0[p] = id;
+                        ph0[p] = ih;
+                        pw0[p] = iw;
+                        poff[p] = ((id * g->IH + ih) * IW + iw) * IC;
+                        inside &= id >= 0 && id + reach_d < g->ID && ih >= 0
+                                  && ih + reach_h < g->IH && iw >= 0 && iw + reach_w < IW;
+                        if (++ow == g->OW) {
+                            ow = 0;
+                            if (++oh == g->OH) {
+                                oh = 0;
+                                od++;
+                            }
                         }
                     }
-                }
-                /* (od, oh, ow) is now the next block's first pixel (1x1, no pads). It may lie
-                 * past this image, or past src: only prefetched, so the address is formed
-                 * as an integer. */
-                a.pf = g->prefetch_src
-                       ? (const void *)((uintptr_t)a.s
-                                        + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
-                                                    + ow * g->sw) * IC) * sizeof(CL_REAL))
-                       : NULL;
-                a.toff = inside ? toff : NULL;
-                if (!inside && patching) {
-                    /* flat items run every pass at once: a.s is src_n (see flat) */
-                    CL_FN(dense_gather)(g, &a, P, patch);
-                    a.s = patch;
-                    a.poff = patch_off;
-                    a.toff = patch_toff;
+                    /* (od, oh, ow) is now the next block's first pixel (1x1, no pads). It
+                     * may lie past this image, or past src: only prefetched, so the address
+                     * is formed as an integer. */
+                    a.pf = g->prefetch_src
+                           ? (const void *)((uintptr_t)a.s
+                                            + (size_t)(((od * g->sd * g->IH + oh * g->sh) * IW
+                                                        + ow * g->sw) * IC) * sizeof(CL_REAL))
+                           : NULL;
+                    a.toff = inside ? toff : NULL;
+                    if (!inside && patching) {
+                        /* flat items run every pass at once: a.s is src_n (see flat) */
+                        CL_FN(dense_gather)(g, &a, P, patch);
+                        a.s = patch;
+                        a.poff = patch_off;
+                        a.toff = patch_toff;
+                    }
                 }
                 {
                     const CL_REAL *w_pass = (const CL_REAL *)a.w;
